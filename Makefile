@@ -1,0 +1,129 @@
+# flowgen — build, test, install.  `make help` lists the targets.
+
+CC       ?= cc
+NVCC     ?= nvcc
+PYTHON   ?= python3
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD    ?= build
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+
+VERSION  := $(shell sed -n 's/^\#define FLOWGEN_VERSION "\(.*\)"/\1/p' include/flowgen.h)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-missing-field-initializers
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) \
+            -fPIC -Iinclude -Igen -Iruntime \
+            -I$(CUDA_HOME)/include $(shell pkg-config --cflags lua5.4) \
+            $(CFLAGS) $(SANITIZE)
+# Lua and jansson are linked statically: the binaries run where neither is
+# installed.  The CUDA driver and NVRTC are opened at run time (dlopen).
+STATIC_LIBS := -Wl,-Bstatic -llua5.4 -ljansson -Wl,-Bdynamic
+LDLIBS   := $(STATIC_LIBS) -ldl -lm -lpthread
+LDFLAGS  ?=
+ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
+
+CLI_SRC  := gen/main.c $(wildcard gen/cli_*.c)
+GEN_SRC  := $(filter-out $(CLI_SRC) gen/embed.c,$(wildcard gen/*.c))
+RT_SRC   := $(wildcard runtime/*.c)
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(GEN_SRC) $(RT_SRC)) \
+            $(BUILD)/obj/templates.o
+TEMPLATES := $(sort $(wildcard templates/*.lua templates/*.cut))
+ENGINE   := gen/engine.lua
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_SUPPORT := $(BUILD)/obj/tests/support.o
+
+.PHONY: all lib cli tests test test-gpu check asan clean install uninstall help
+all: cli lib
+
+help:
+	@echo "make            build the library and build/flowgen"
+	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
+	@echo "make test-gpu   the tests with a GPU required (no skipping)"
+	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
+	@echo "make clean"
+
+lib: $(BUILD)/libflowgen.a $(BUILD)/libflowgen.so
+cli: $(BUILD)/flowgen
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Templates are compiled into the library; --template-dir overrides them.
+$(BUILD)/embed: gen/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O1 $< -o $@
+
+$(BUILD)/templates.c: $(BUILD)/embed $(TEMPLATES) $(ENGINE)
+	$(BUILD)/embed fg_builtin_templates $(TEMPLATES) > $@.tmp
+	$(BUILD)/embed fg_builtin_engine $(ENGINE) >> $@.tmp
+	mv $@.tmp $@
+
+$(BUILD)/obj/templates.o: $(BUILD)/templates.c gen/internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libflowgen.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libflowgen.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libflowgen.so.0 $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowgen.a
+	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- tests ------------------------------------------------------------------
+# cmocka is linked dynamically; its library is copied next to the tests so the
+# build folder runs on a machine without it ($ORIGIN rpath).
+CMOCKA_SO := $(shell $(CC) -print-file-name=libcmocka.so.0)
+
+$(BUILD)/tests/libcmocka.so.0:
+	@mkdir -p $(dir $@)
+	@test -f "$(CMOCKA_SO)" || { echo "cmocka not found: apt-get install -y libcmocka-dev" >&2; exit 1; }
+	cp -L $(CMOCKA_SO) $@
+
+# A test can ask for -Wl,--wrap mocks by listing symbols in tests/<name>.wrap.
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(BUILD)/libflowgen.a | $(BUILD)/tests/libcmocka.so.0
+	$(CC) $(ALL_LDFLAGS) $(foreach s,$(shell cat tests/$*.wrap 2>/dev/null),-Wl,--wrap=$(s)) \
+	  $^ -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
+
+tests: $(TESTS) $(BUILD)/flowgen
+
+test: tests
+	@FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) FLOWGEN_SOURCE_DIR=$(CURDIR) \
+	  sh tests/run.sh $(TESTS)
+
+test-gpu: tests
+	@FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) \
+	  FLOWGEN_SOURCE_DIR=$(CURDIR) sh tests/run.sh $(TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+# ---- install ----------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BUILD)/flowgen $(DESTDIR)$(PREFIX)/bin/flowgen
+	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libflowgen.a $(DESTDIR)$(PREFIX)/lib/libflowgen.a
+	install -m 755 $(BUILD)/libflowgen.so $(DESTDIR)$(PREFIX)/lib/libflowgen.so.$(VERSION)
+	ln -sf libflowgen.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libflowgen.so.0
+	ln -sf libflowgen.so.0 $(DESTDIR)$(PREFIX)/lib/libflowgen.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' flowgen.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/flowgen $(DESTDIR)$(PREFIX)/lib/libflowgen.* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc \
+	  $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/*.h)))
+
+clean:
+	rm -rf $(BUILD) build-asan

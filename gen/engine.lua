@@ -1,0 +1,263 @@
+-- flowgen's template engine.  Trusted code, built into the library (it is
+-- not a template and --template-dir does not replace it).
+--
+-- It runs the planner (plan.lua) and renders the kernel templates (*.cut),
+-- each in its own sandbox environment: no io, os, package, debug, load or
+-- pcall; only text chunks; the C side caps instructions and memory.
+--
+-- Template syntax (*.cut):
+--   | lua code          a line whose first non-blank character is '|'
+--   text $(expr) text  any other line: CUDA, with Lua expressions inlined
+--   $$                 a literal '$'
+-- One template line becomes one Lua line, so errors carry the template's own
+-- line numbers.
+
+local read_template = ...  -- C function: name -> text, chunkname | nil, message
+
+local engine = {}
+
+-- A planner's refusal of a shape: a distinct error object, so the C side
+-- reports "unsupported" rather than "template error".
+local Refusal = {}
+Refusal.__index = Refusal
+Refusal.__tostring = function(r) return r.message end
+
+local function refuse(message)
+  error(setmetatable({message = tostring(message)}, Refusal), 0)
+end
+
+-- pairs() in sandboxes visits keys in sorted order: the same input gives the
+-- same bytes, whatever the hash seed.
+local function key_less(a, b)
+  local ta, tb = type(a), type(b)
+  if ta ~= tb then return ta < tb end
+  if ta == "number" or ta == "string" then return a < b end
+  return tostring(a) < tostring(b)
+end
+
+local function sorted_pairs(t)
+  local keys = {}
+  for k in next, t do keys[#keys + 1] = k end
+  table.sort(keys, key_less)
+  local i = 0
+  return function()
+    i = i + 1
+    local k = keys[i]
+    if k ~= nil then return k, t[k] end
+  end
+end
+
+-- An fp32 literal that reads back exactly: rounds to float, prints the
+-- shortest round-trip form of up to 9 digits, always with a '.' or exponent.
+local function f32(x)
+  if type(x) ~= "number" then error("f32: expected a number, got " .. type(x), 2) end
+  local v = string.unpack("<f", string.pack("<f", x))
+  if v ~= v or v == math.huge or v == -math.huge then
+    error("f32: " .. tostring(x) .. " has no finite fp32 literal", 2)
+  end
+  local s
+  for digits = 1, 9 do
+    s = string.format("%." .. digits .. "g", v)
+    if string.unpack("<f", string.pack("<f", tonumber(s))) == v then break end
+  end
+  if not s:find("[%.eEn]") then s = s .. ".0" end
+  return s .. "f"
+end
+
+-- Safe library subsets.  string.dump is left out (bytecode), math.random
+-- too (output must be deterministic).
+local function copy(t, names)
+  local c = {}
+  for _, n in ipairs(names) do c[n] = t[n] end
+  return c
+end
+
+local safe_string = copy(string, {"byte", "char", "find", "format", "gmatch",
+  "gsub", "len", "lower", "match", "rep", "reverse", "sub", "upper", "pack",
+  "packsize", "unpack"})
+local safe_table = copy(table, {"concat", "insert", "move", "remove", "sort",
+  "unpack", "pack"})
+local safe_math = copy(math, {"abs", "ceil", "floor", "fmod", "huge", "max",
+  "maxinteger", "min", "mininteger", "modf", "pi", "sqrt", "tointeger", "type",
+  "ult", "exp", "log"})
+local safe_utf8 = copy(utf8, {"char", "charpattern", "codepoint", "codes",
+  "len", "offset"})
+
+local function base_env()
+  return {
+    assert = assert, error = error, ipairs = ipairs, next = next,
+    pairs = sorted_pairs, select = select, tonumber = tonumber,
+    tostring = tostring, type = type, setmetatable = setmetatable,
+    getmetatable = getmetatable, rawequal = rawequal, rawget = rawget,
+    rawlen = rawlen, rawset = rawset,
+    string = safe_string, table = safe_table, math = safe_math,
+    utf8 = safe_utf8,
+    refuse = refuse, f32 = f32,
+  }
+end
+
+-- Reading an undefined global is an error in templates (catches typos).
+local function strict(env, name)
+  return setmetatable(env, {
+    __index = function(_, k)
+      error(string.format("undefined variable '%s' in %s", tostring(k), name), 2)
+    end,
+  })
+end
+
+-- ---- template compiler ------------------------------------------------------
+
+local function compile_text_line(line)
+  local parts, pos = {}, 1
+  while true do
+    local s = line:find("%$", pos)
+    if not s then break end
+    if line:sub(s + 1, s + 1) == "$" then
+      parts[#parts + 1] = string.format("%q", line:sub(pos, s))
+      pos = s + 2
+    else
+      local expr = line:match("^%b()", s + 1)
+      if not expr then
+        return nil, "'$' must be followed by '(' expression ')' or another '$'"
+      end
+      if s > pos then parts[#parts + 1] = string.format("%q", line:sub(pos, s - 1)) end
+      parts[#parts + 1] = "_text" .. expr
+      pos = s + 1 + #expr
+    end
+  end
+  if pos <= #line then parts[#parts + 1] = string.format("%q", line:sub(pos)) end
+  parts[#parts + 1] = '"\\n"'
+  return "_out(" .. table.concat(parts, ", ") .. ")"
+end
+
+-- Template text -> Lua source with the same line numbers.
+local function compile_template(text, chunkname)
+  local out, n = {}, 0
+  if text:sub(-1) ~= "\n" then text = text .. "\n" end
+  for line in text:gmatch("([^\n]*)\n") do
+    n = n + 1
+    line = line:gsub("\r$", "")
+    local code = line:match("^%s*|(.*)$")
+    if code then
+      out[n] = code
+    else
+      local lua, message = compile_text_line(line)
+      if not lua then
+        error(string.format("%s:%d: %s", chunkname:sub(2), n, message), 0)
+      end
+      out[n] = lua
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+-- ---- rendering --------------------------------------------------------------
+
+local function load_file(name)
+  local text, chunkname = read_template(name)
+  if not text then error(chunkname, 0) end
+  return text, "@" .. chunkname
+end
+
+local function text_of(v)
+  local t = type(v)
+  if t == "string" then return v end
+  if math.type(v) == "integer" then return tostring(v) end
+  if t == "number" then
+    error("a float in $(...) is ambiguous: format it with f32() or string.format", 3)
+  end
+  if t == "boolean" then return v and "true" or "false" end
+  error("$(...) evaluated to " .. t, 3)
+end
+
+-- Renders template `name` with `vars` visible as globals; appends to `buf`.
+local function render_into(buf, name, vars)
+  local text, chunkname = load_file(name)
+  local source = compile_template(text, chunkname)
+  local env = base_env()
+  for k, v in next, vars do env[k] = v end
+  env._out = function(...)
+    for i = 1, select("#", ...) do buf[#buf + 1] = (select(i, ...)) end
+  end
+  env._text = text_of
+  env.include = function(child, child_vars)
+    local merged = {}
+    for k, v in next, vars do merged[k] = v end
+    for k, v in next, (child_vars or {}) do merged[k] = v end
+    render_into(buf, child, merged)
+  end
+  local chunk, message = load(source, chunkname, "t", strict(env, chunkname:sub(2)))
+  if not chunk then error(message, 0) end
+  chunk()
+end
+
+-- Runs plan.lua: it returns a function(spec) -> plan table.
+local function make_plan(spec)
+  local text, chunkname = load_file("plan.lua")
+  local env = strict(base_env(), chunkname:sub(2))
+  local chunk, message = load(text, chunkname, "t", env)
+  if not chunk then error(message, 0) end
+  local planner = chunk()
+  if type(planner) ~= "function" then
+    error(chunkname:sub(2) .. ": must return a function(spec)", 0)
+  end
+  local plan = planner(spec)
+  if type(plan) ~= "table" or type(plan.template) ~= "string"
+      or type(plan.variants) ~= "table" or #plan.variants == 0 then
+    error(chunkname:sub(2) .. ": the planner must return a table with "
+      .. "'template' and a non-empty 'variants' list", 0)
+  end
+  return plan
+end
+
+-- The launch configuration each variant must give, checked here so that C
+-- reads plain values only.
+local variant_fields = {
+  {"strategy", "string"}, {"symbol", "string"}, {"pack_symbol", "string"},
+  {"min_batch", "integer"}, {"max_batch", "integer"},
+  {"block_threads", "integer"}, {"rows_per_block", "integer"},
+  {"cluster_blocks", "integer"}, {"shared_bytes", "integer"},
+  {"params_bytes", "integer"}, {"pack_threads", "integer"},
+}
+
+local function plain_variants(plan)
+  local out = {}
+  for i, v in ipairs(plan.variants) do
+    if type(v) ~= "table" then
+      error(string.format("plan.lua: variants[%d] is not a table", i), 0)
+    end
+    local p = {}
+    for _, f in ipairs(variant_fields) do
+      local name, kind = f[1], f[2]
+      local value = rawget(v, name)
+      local ok = (kind == "string" and type(value) == "string")
+        or (kind == "integer" and math.type(value) == "integer")
+      if not ok then
+        error(string.format("plan.lua: variants[%d].%s must be a%s %s, got %s",
+          i, name, kind == "integer" and "n" or "", kind, type(value)), 0)
+      end
+      p[name] = value
+    end
+    out[i] = p
+  end
+  return out
+end
+
+-- Entry point from C: returns true, source, variants | false, message,
+-- refused (a planner's refusal of the shape rather than a template error).
+function engine.generate(spec)
+  local ok, source, variants = xpcall(function()
+    local plan = make_plan(spec)
+    local buf = {}
+    render_into(buf, plan.template, {spec = spec, plan = plan})
+    return table.concat(buf), plain_variants(plan)
+  end, function(e)
+    if getmetatable(e) == Refusal then return e end
+    return type(e) == "string" and e or ("error object is a " .. type(e))
+  end)
+  if ok then return true, source, variants end
+  if getmetatable(source) == Refusal then return false, source.message, true end
+  return false, source, false
+end
+
+return engine

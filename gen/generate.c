@@ -1,0 +1,235 @@
+/* flowgen_generate: runs the planner and the templates, and keeps the
+ * rendered source with the launch configuration of each variant. */
+#include "sandbox.h"
+
+#include <jansson.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct flowgen_kernel {
+  flowgen_spec spec;
+  char *source;
+  size_t source_size;
+  int variant_count;
+  flowgen_variant *variants;
+};
+
+/* ---- spec -> Lua ----------------------------------------------------------- */
+
+static void push_spec(lua_State *L, const flowgen_spec *spec,
+                      const flowgen_options *opts) {
+  char symbol[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(spec, symbol, sizeof symbol);
+  lua_createtable(L, 0, 12);
+  lua_pushinteger(L, spec->dim);
+  lua_setfield(L, -2, "dim");
+  lua_pushinteger(L, flowgen_spec_hidden(spec));
+  lua_setfield(L, -2, "hidden");
+  lua_pushinteger(L, spec->steps);
+  lua_setfield(L, -2, "steps");
+  lua_pushstring(L, flowgen_solver_name(spec->solver));
+  lua_setfield(L, -2, "solver");
+  lua_pushstring(L, flowgen_precision_name(spec->precision));
+  lua_setfield(L, -2, "precision");
+  lua_pushinteger(L, spec->arch);
+  lua_setfield(L, -2, "arch");
+  lua_pushstring(L, symbol);
+  lua_setfield(L, -2, "symbol");
+  lua_pushboolean(L, spec->name[0] != '\0');
+  lua_setfield(L, -2, "custom_name");
+  lua_pushboolean(L, opts && opts->host_launcher);
+  lua_setfield(L, -2, "host_launcher");
+  lua_pushstring(L, FLOWGEN_VERSION);
+  lua_setfield(L, -2, "version");
+}
+
+/* ---- variants (plain tables, checked by the engine) -------------------- */
+
+static lua_Integer raw_int(lua_State *L, const char *field) {
+  lua_pushstring(L, field);
+  lua_rawget(L, -2);
+  lua_Integer v = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static const char *raw_strdup(lua_State *L, const char *field) {
+  lua_pushstring(L, field);
+  lua_rawget(L, -2);
+  const char *s = lua_tostring(L, -1);
+  char *copy = s ? strdup(s) : NULL;
+  lua_pop(L, 1);
+  return copy;
+}
+
+static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
+                                    flowgen_error *err) {
+  int count = (int)lua_rawlen(L, -1);
+  if (count <= 0)
+    return fg_fail(err, FLOWGEN_TEMPLATE, "plan.lua: no variants");
+  if (!(k->variants = calloc((size_t)count, sizeof *k->variants)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  k->variant_count = count;
+  for (int i = 0; i < count; ++i) {
+    flowgen_variant *v = &k->variants[i];
+    lua_rawgeti(L, -1, i + 1);
+    v->strategy = raw_strdup(L, "strategy");
+    v->symbol = raw_strdup(L, "symbol");
+    v->pack_symbol = raw_strdup(L, "pack_symbol");
+    v->min_batch = raw_int(L, "min_batch");
+    v->max_batch = raw_int(L, "max_batch");
+    v->block_threads = (int)raw_int(L, "block_threads");
+    v->rows_per_block = (int)raw_int(L, "rows_per_block");
+    v->cluster_blocks = (int)raw_int(L, "cluster_blocks");
+    v->shared_bytes = (size_t)raw_int(L, "shared_bytes");
+    v->params_bytes = (size_t)raw_int(L, "params_bytes");
+    v->pack_threads = (int)raw_int(L, "pack_threads");
+    lua_pop(L, 1);
+    if (!v->strategy || !v->symbol || !v->pack_symbol)
+      return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+    if (v->block_threads < 1 || v->block_threads > 1024 ||
+        v->rows_per_block < 1 || v->cluster_blocks < 1 ||
+        v->pack_threads < 1 || v->pack_threads > 1024 || v->min_batch < 0)
+      return fg_fail(err, FLOWGEN_TEMPLATE,
+                     "plan.lua: variants[%d] has an impossible launch "
+                     "configuration",
+                     i + 1);
+  }
+  return FLOWGEN_OK;
+}
+
+/* ---- generate -------------------------------------------------------------- */
+
+static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
+                                 const flowgen_options *opts,
+                                 flowgen_kernel *k, flowgen_error *err) {
+  lua_State *L = fg_sandbox_state(sb);
+  fg_sandbox_push_engine(sb);
+  lua_getfield(L, -1, "generate");
+  push_spec(L, spec, opts);
+  if (lua_pcall(L, 1, 3, 0) != LUA_OK)
+    return fg_sandbox_failure(sb, lua_tostring(L, -1), err);
+  if (!lua_toboolean(L, -3)) {
+    const char *msg = lua_tostring(L, -2);
+    if (!msg) msg = "unknown template error";
+    if (lua_toboolean(L, -1))
+      return fg_fail(err, FLOWGEN_UNSUPPORTED, "%s", msg);
+    return fg_sandbox_failure(sb, msg, err);
+  }
+  size_t size = 0;
+  const char *src = lua_tolstring(L, -2, &size);
+  if (!src || lua_type(L, -1) != LUA_TTABLE)
+    return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned no source");
+  if (!(k->source = malloc(size + 1)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  memcpy(k->source, src, size + 1);
+  k->source_size = size;
+  return read_variants(L, k, err);
+}
+
+flowgen_status flowgen_generate(const flowgen_spec *spec,
+                                const flowgen_options *opts,
+                                flowgen_kernel **out, flowgen_error *err) {
+  if (!out) return fg_fail(err, FLOWGEN_INVALID, "out is NULL");
+  *out = NULL;
+  flowgen_status st = flowgen_spec_validate(spec, err);
+  if (st) return st;
+  flowgen_kernel *k = calloc(1, sizeof *k);
+  if (!k) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  k->spec = *spec;
+  fg_sandbox *sb = NULL;
+  st = fg_sandbox_open(opts ? opts->template_dir : NULL,
+                       opts ? opts->instruction_limit : 0,
+                       opts ? opts->memory_limit : 0, &sb, err);
+  if (!st) st = run_engine(sb, spec, opts, k, err);
+  fg_sandbox_close(sb);
+  if (st) {
+    flowgen_kernel_free(k);
+    return st;
+  }
+  *out = k;
+  return FLOWGEN_OK;
+}
+
+void flowgen_kernel_free(flowgen_kernel *k) {
+  if (!k) return;
+  for (int i = 0; i < k->variant_count; ++i) {
+    free((char *)k->variants[i].strategy);
+    free((char *)k->variants[i].symbol);
+    free((char *)k->variants[i].pack_symbol);
+  }
+  free(k->variants);
+  free(k->source);
+  free(k);
+}
+
+const char *flowgen_kernel_source(const flowgen_kernel *k) { return k->source; }
+size_t flowgen_kernel_source_size(const flowgen_kernel *k) {
+  return k->source_size;
+}
+const flowgen_spec *flowgen_kernel_spec(const flowgen_kernel *k) {
+  return &k->spec;
+}
+int flowgen_kernel_variant_count(const flowgen_kernel *k) {
+  return k->variant_count;
+}
+
+const flowgen_variant *flowgen_kernel_variant(const flowgen_kernel *k,
+                                              int index) {
+  return index >= 0 && index < k->variant_count ? &k->variants[index] : NULL;
+}
+
+const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *k,
+                                           int64_t batch) {
+  for (int i = 0; i < k->variant_count; ++i) {
+    const flowgen_variant *v = &k->variants[i];
+    if (batch >= v->min_batch && (v->max_batch < 0 || batch <= v->max_batch))
+      return v;
+  }
+  return NULL;
+}
+
+/* ---- describe -------------------------------------------------------------- */
+
+static json_t *variant_json(const flowgen_variant *v) {
+  return json_pack(
+      "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:I, s:I, s:s}",
+      "strategy", v->strategy, "symbol", v->symbol, "pack_symbol",
+      v->pack_symbol, "min_batch", (json_int_t)v->min_batch, "max_batch",
+      (json_int_t)v->max_batch, "block", "x", v->block_threads, "y", 1, "z", 1,
+      "rows_per_block", v->rows_per_block, "cluster_blocks", v->cluster_blocks,
+      "shared_bytes", (json_int_t)v->shared_bytes, "params_bytes",
+      (json_int_t)v->params_bytes, "grid",
+      "x = ceil(batch / rows_per_block)");
+}
+
+char *flowgen_kernel_describe(const flowgen_kernel *k) {
+  char symbol[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(&k->spec, symbol, sizeof symbol);
+  json_t *variants = json_array();
+  for (int i = 0; i < k->variant_count; ++i)
+    json_array_append_new(variants, variant_json(&k->variants[i]));
+  char arch[16];
+  snprintf(arch, sizeof arch, "sm_%d", k->spec.arch);
+  json_t *root = json_pack(
+      "{s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:o, s:I}", "generator",
+      "flowgen " FLOWGEN_VERSION, "name", symbol, "dim", k->spec.dim,
+      "hidden", flowgen_spec_hidden(&k->spec), "steps", k->spec.steps,
+      "solver", flowgen_solver_name(k->spec.solver), "precision",
+      flowgen_precision_name(k->spec.precision), "arch", arch, "strategy",
+      k->variant_count ? k->variants[0].strategy : "", "variants", variants,
+      "source_bytes", (json_int_t)k->source_size);
+  if (!root) return NULL;
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(root);
+  if (!text) return NULL;
+  size_t n = strlen(text);
+  char *with_newline = realloc(text, n + 2);
+  if (!with_newline) {
+    free(text);
+    return NULL;
+  }
+  memcpy(with_newline + n, "\n", 2);
+  return with_newline;
+}

@@ -1,0 +1,229 @@
+/* The Lua state behind generation.  Caps: an allocator that refuses past a
+ * byte budget, and a count hook that stops the VM past an instruction
+ * budget.  Libraries: base, string, table, math, utf8 only; the engine
+ * (gen/engine.lua) builds each template's environment from them. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HOOK_PERIOD 10000
+
+struct fg_sandbox {
+  lua_State *L;
+  size_t used, memory_limit;
+  uint64_t instructions, instruction_limit;
+  bool memory_exceeded, instructions_exceeded;
+  char limit_message[512];  /* where the instruction limit was first hit */
+  char *template_dir;
+  int engine_ref;
+};
+
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  fg_sandbox *sb = ud;
+  size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    free(ptr);
+    sb->used -= old;
+    return NULL;
+  }
+  if (nsize > old && nsize - old > sb->memory_limit - sb->used) {
+    sb->memory_exceeded = true;
+    return NULL;
+  }
+  void *p = realloc(ptr, nsize);
+  if (p) sb->used = sb->used - old + nsize;
+  return p;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  fg_sandbox *sb = NULL;
+  lua_getallocf(L, (void **)&sb);
+  sb->instructions += HOOK_PERIOD;
+  if (sb->instructions > sb->instruction_limit) {
+    if (!sb->instructions_exceeded) {
+      sb->instructions_exceeded = true;
+      luaL_where(L, 1);
+      snprintf(sb->limit_message, sizeof sb->limit_message,
+               "%stemplate exceeded the instruction limit (%llu); does it "
+               "loop forever?",
+               lua_tostring(L, -1), (unsigned long long)sb->instruction_limit);
+      lua_pop(L, 1);
+      /* From now on stop at every instruction: no handler can go on. */
+      lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    }
+    lua_pushstring(L, sb->limit_message);
+    lua_error(L);
+  }
+}
+
+static bool valid_template_name(const char *name) {
+  if (!*name || name[0] == '.') return false;
+  for (const char *p = name; *p; ++p) {
+    char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+static int read_from_dir(lua_State *L, const char *dir, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: cannot open template: %s", path, strerror(errno));
+    return 2;
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t total = 0, n;
+  char chunk[8192];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    total += n;
+    if (total > FG_TEMPLATE_FILE_MAX) break;
+    luaL_addlstring(&b, chunk, n);
+  }
+  bool failed = ferror(f);
+  fclose(f);
+  if (failed || total > FG_TEMPLATE_FILE_MAX) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path,
+                    failed ? "read error" : "template is larger than 8 MiB");
+    return 2;
+  }
+  luaL_pushresult(&b);
+  lua_pushstring(L, path);
+  return 2;
+}
+
+/* read_template(name) -> text, chunkname | nil, message */
+static int read_template(lua_State *L) {
+  fg_sandbox *sb = lua_touserdata(L, lua_upvalueindex(1));
+  const char *name = luaL_checkstring(L, 1);
+  if (!valid_template_name(name)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "invalid template name '%s'", name);
+    return 2;
+  }
+  if (sb->template_dir) return read_from_dir(L, sb->template_dir, name);
+  for (const fg_embedded_file *f = fg_builtin_templates; f->name; ++f) {
+    if (strcmp(f->name, name) == 0) {
+      lua_pushlstring(L, (const char *)f->data, f->size);
+      lua_pushfstring(L, "templates/%s", name);
+      return 2;
+    }
+  }
+  lua_pushnil(L);
+  lua_pushfstring(L, "templates/%s: no such built-in template", name);
+  return 2;
+}
+
+static void open_safe_libs(lua_State *L) {
+  static const luaL_Reg libs[] = {
+      {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+      {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+      {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL},
+  };
+  for (const luaL_Reg *lib = libs; lib->func; ++lib) {
+    luaL_requiref(L, lib->name, lib->func, 1);
+    lua_pop(L, 1);
+  }
+  /* The engine needs load(); nothing needs to read files. */
+  lua_pushnil(L);
+  lua_setglobal(L, "dofile");
+  lua_pushnil(L);
+  lua_setglobal(L, "loadfile");
+  /* Hide the string metatable (and so the real string table) from
+   * templates: getmetatable("") returns false. */
+  lua_pushliteral(L, "");
+  lua_getmetatable(L, -1);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 2);
+}
+
+static const fg_embedded_file *engine_file(void) {
+  for (const fg_embedded_file *f = fg_builtin_engine; f->name; ++f)
+    if (strcmp(f->name, "engine.lua") == 0) return f;
+  return NULL;
+}
+
+/* Runs engine.lua with read_template as its argument; keeps its table. */
+static int load_engine(lua_State *L) {
+  fg_sandbox *sb = lua_touserdata(L, 1);
+  const fg_embedded_file *f = engine_file();
+  if (!f) return luaL_error(L, "engine.lua is not built in");
+  if (luaL_loadbufferx(L, (const char *)f->data, f->size, "@gen/engine.lua",
+                       "t") != LUA_OK)
+    return lua_error(L);
+  lua_pushlightuserdata(L, sb);
+  lua_pushcclosure(L, read_template, 1);
+  lua_call(L, 1, 1);
+  sb->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
+flowgen_status fg_sandbox_open(const char *template_dir,
+                               uint64_t instruction_limit, size_t memory_limit,
+                               fg_sandbox **out, flowgen_error *err) {
+  *out = NULL;
+  fg_sandbox *sb = calloc(1, sizeof *sb);
+  if (!sb) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  sb->instruction_limit =
+      instruction_limit ? instruction_limit : FG_DEFAULT_INSTRUCTION_LIMIT;
+  sb->memory_limit = memory_limit ? memory_limit : FG_DEFAULT_MEMORY_LIMIT;
+  if (template_dir && !(sb->template_dir = strdup(template_dir))) {
+    free(sb);
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  }
+  sb->L = lua_newstate(limited_alloc, sb);
+  if (!sb->L) {
+    fg_sandbox_close(sb);
+    return fg_fail(err, FLOWGEN_NOMEM, "cannot create the Lua state");
+  }
+  lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD);
+  lua_State *L = sb->L;
+  open_safe_libs(L);
+  lua_pushcfunction(L, load_engine);
+  lua_pushlightuserdata(L, sb);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    flowgen_status st = fg_fail(err, FLOWGEN_INTERNAL, "template engine: %s",
+                                lua_tostring(L, -1));
+    fg_sandbox_close(sb);
+    return st;
+  }
+  *out = sb;
+  return FLOWGEN_OK;
+}
+
+void fg_sandbox_close(fg_sandbox *sb) {
+  if (!sb) return;
+  if (sb->L) lua_close(sb->L);
+  free(sb->template_dir);
+  free(sb);
+}
+
+lua_State *fg_sandbox_state(fg_sandbox *sb) { return sb->L; }
+
+void fg_sandbox_push_engine(fg_sandbox *sb) {
+  lua_rawgeti(sb->L, LUA_REGISTRYINDEX, sb->engine_ref);
+}
+
+flowgen_status fg_sandbox_failure(fg_sandbox *sb, const char *message,
+                                  flowgen_error *err) {
+  if (sb->instructions_exceeded)
+    return fg_fail(err, FLOWGEN_LIMIT, "%s", sb->limit_message);
+  if (sb->memory_exceeded)
+    return fg_fail(err, FLOWGEN_LIMIT,
+                   "template exceeded the memory limit (%zu MiB): %s",
+                   sb->memory_limit >> 20, message);
+  return fg_fail(err, FLOWGEN_TEMPLATE, "%s", message);
+}

@@ -1,0 +1,172 @@
+/*
+ * flowgen — specialized CUDA kernels for probability-flow ODE sampling.
+ *
+ * The generator's public API: describe the velocity field's shape in a
+ * flowgen_spec, and flowgen_generate() renders the CUDA source of a kernel
+ * that integrates the whole ODE for a batch in one launch.
+ *
+ * Every function that can fail returns a flowgen_status and, when given a
+ * flowgen_error, fills it with a message that names what went wrong (the bad
+ * field, the template file and line, the NVRTC log, ...).  The library never
+ * prints and never exits.
+ */
+#ifndef FLOWGEN_H
+#define FLOWGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLOWGEN_VERSION_MAJOR 0
+#define FLOWGEN_VERSION_MINOR 1
+#define FLOWGEN_VERSION_PATCH 0
+#define FLOWGEN_VERSION "0.1.0"
+
+/* ---- status codes ------------------------------------------------------- */
+
+/* X(name, CLI exit code, description).  One place to add an error. */
+#define FLOWGEN_STATUS_MAP(X)                                                \
+  X(OK,          0, "success")                                               \
+  X(INVALID,     2, "invalid argument")                                      \
+  X(UNSUPPORTED, 2, "unsupported shape or option")                           \
+  X(TEMPLATE,    3, "template error")                                        \
+  X(LIMIT,       3, "template exceeded its instruction or memory limit")     \
+  X(IO,          1, "input/output error")                                    \
+  X(NOMEM,       1, "out of memory")                                         \
+  X(NO_NVRTC,    4, "NVRTC not found")                                       \
+  X(COMPILE,     4, "CUDA compilation failed")                               \
+  X(NO_DRIVER,   5, "no CUDA driver found")                                  \
+  X(NO_DEVICE,   5, "no CUDA device")                                        \
+  X(CUDA,        5, "CUDA call failed")                                      \
+  X(WEIGHTS,     6, "invalid weights file")                                  \
+  X(INPUT,       6, "invalid input array")                                   \
+  X(INTERNAL,    1, "internal error")
+
+typedef enum flowgen_status {
+#define FLOWGEN_X_ENUM(name, code, text) FLOWGEN_##name,
+  FLOWGEN_STATUS_MAP(FLOWGEN_X_ENUM)
+#undef FLOWGEN_X_ENUM
+  FLOWGEN_STATUS_COUNT
+} flowgen_status;
+
+/* "success", "template error", ... */
+const char *flowgen_strerror(flowgen_status status);
+/* "OK", "TEMPLATE", ... */
+const char *flowgen_status_name(flowgen_status status);
+/* The exit code the CLI returns for this status (0, 1 .. 6). */
+int flowgen_exit_code(flowgen_status status);
+
+#define FLOWGEN_ERROR_MESSAGE_MAX 4096
+
+/* The detail of the last failure; functions accept NULL. */
+typedef struct flowgen_error {
+  flowgen_status status;                    /* same as the returned value */
+  char message[FLOWGEN_ERROR_MESSAGE_MAX];  /* one or more lines, no trailing \n */
+} flowgen_error;
+
+/* ---- the model's shape -------------------------------------------------- */
+
+typedef enum flowgen_solver {
+  FLOWGEN_SOLVER_EULER = 0,  /* t_k = (k + 0.5) / S, the PyTorch contract */
+} flowgen_solver;
+
+typedef enum flowgen_precision {
+  FLOWGEN_PRECISION_FP32 = 0,  /* exact fp32 FMA */
+} flowgen_precision;
+
+/* Accepted ranges (inclusive). */
+#define FLOWGEN_DIM_MIN 1
+#define FLOWGEN_DIM_MAX 1024
+#define FLOWGEN_HIDDEN_MIN 1
+#define FLOWGEN_HIDDEN_MAX 4096
+#define FLOWGEN_STEPS_MIN 1
+#define FLOWGEN_STEPS_MAX 10000
+#define FLOWGEN_ARCH_MIN 75
+#define FLOWGEN_NAME_MAX 64
+
+typedef struct flowgen_spec {
+  int dim;                       /* D, state dimension */
+  int hidden;                    /* H, hidden width; 0 = 4 * dim */
+  int steps;                     /* S, number of solver steps */
+  flowgen_solver solver;         /* integration scheme */
+  flowgen_precision precision;   /* arithmetic of the products */
+  int arch;                      /* target compute capability, 90 = sm_90 */
+  char name[FLOWGEN_NAME_MAX];   /* symbol prefix; "" = derived from the shape */
+} flowgen_spec;
+
+/* D=64, H=256, S=32, euler, fp32, sm_90. */
+void flowgen_spec_default(flowgen_spec *spec);
+
+/* Sets one field from text, as the CLI flag of the same name would:
+ * "dim", "hidden", "steps", "solver", "precision", "arch", "name".
+ * Strict: no sign, no spaces, no trailing characters, in range. */
+flowgen_status flowgen_spec_set(flowgen_spec *spec, const char *field,
+                                const char *value, flowgen_error *err);
+
+/* Checks every field; the message names the first bad one. */
+flowgen_status flowgen_spec_validate(const flowgen_spec *spec,
+                                     flowgen_error *err);
+
+/* The hidden width in effect (resolves 0 to 4 * dim). */
+int flowgen_spec_hidden(const flowgen_spec *spec);
+
+/* The kernel symbol prefix in effect, e.g. "flow_d64_h256_s32_fp32". */
+void flowgen_spec_symbol(const flowgen_spec *spec, char *buf, size_t size);
+
+const char *flowgen_solver_name(flowgen_solver solver);
+const char *flowgen_precision_name(flowgen_precision precision);
+
+/* ---- generation --------------------------------------------------------- */
+
+typedef struct flowgen_options {
+  const char *template_dir;   /* NULL = the templates built into the library */
+  bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
+  uint64_t instruction_limit; /* Lua VM instructions; 0 = default */
+  size_t memory_limit;        /* bytes of Lua memory; 0 = default */
+} flowgen_options;
+
+/* One kernel entry point of the generated source. */
+typedef struct flowgen_variant {
+  const char *strategy;       /* "tiled", ... */
+  const char *symbol;         /* extern "C" __global__ sampling kernel */
+  const char *pack_symbol;    /* extern "C" __global__ weight-packing kernel */
+  int64_t min_batch;          /* use this variant for batch sizes in */
+  int64_t max_batch;          /*   [min_batch, max_batch]; -1 = no limit */
+  int block_threads;          /* blockDim.x (blockDim.y = .z = 1) */
+  int rows_per_block;         /* samples per block: grid.x = ceil(B / rows) */
+  int cluster_blocks;         /* thread-block cluster size (1 = none) */
+  size_t shared_bytes;        /* dynamic shared memory per block */
+  size_t params_bytes;        /* size of the packed weight buffer */
+  int pack_threads;           /* blockDim.x of the packing kernel */
+} flowgen_variant;
+
+typedef struct flowgen_kernel flowgen_kernel;
+
+/* Renders the CUDA source for spec.  opts may be NULL. */
+flowgen_status flowgen_generate(const flowgen_spec *spec,
+                                const flowgen_options *opts,
+                                flowgen_kernel **out, flowgen_error *err);
+void flowgen_kernel_free(flowgen_kernel *kernel);
+
+const char *flowgen_kernel_source(const flowgen_kernel *kernel);
+size_t flowgen_kernel_source_size(const flowgen_kernel *kernel);
+const flowgen_spec *flowgen_kernel_spec(const flowgen_kernel *kernel);
+int flowgen_kernel_variant_count(const flowgen_kernel *kernel);
+const flowgen_variant *flowgen_kernel_variant(const flowgen_kernel *kernel,
+                                              int index);
+/* The variant that serves batch (the first whose range holds it). */
+const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *kernel,
+                                           int64_t batch);
+
+/* JSON describing the kernel (strategy, launch configuration, shared memory,
+ * symbols).  Sorted keys, newline-terminated; free() the result. */
+char *flowgen_kernel_describe(const flowgen_kernel *kernel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLOWGEN_H */

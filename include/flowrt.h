@@ -1,0 +1,158 @@
+/*
+ * flowgen runtime: JIT-compile a generated kernel at program start (NVRTC),
+ * cache the compiled module (memory and disk), upload weights and sample.
+ *
+ * The CUDA driver (libcuda.so.1) and NVRTC are opened on first use, so a
+ * program linked with flowgen runs where neither exists; there the calls that
+ * need them return FLOWGEN_NO_DRIVER / FLOWGEN_NO_NVRTC / FLOWGEN_NO_DEVICE.
+ * Errors are a flowgen_status plus the detail in a flowgen_error (the CUDA
+ * call and its result, the NVRTC log, the weights file and tensor).
+ */
+#ifndef FLOWRT_H
+#define FLOWRT_H
+
+#include "flowgen.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- weights (host, fp32, PyTorch layout) ------------------------------- */
+
+/* The six tensors of the velocity MLP, row-major as in PyTorch's state_dict:
+ * w1 H x (D+1), b1 H, w2 H x H, b2 H, w3 D x H, b3 D. */
+typedef struct flowrt_weights {
+  int dim;      /* D */
+  int hidden;   /* H */
+  float *w1, *b1, *w2, *b2, *w3, *b3;
+} flowrt_weights;
+
+/* Reads a safetensors file holding PREFIX0.weight ... PREFIX4.bias
+ * (prefix NULL = "velocity."); F32, F16 and BF16 are converted to fp32.
+ * dim / hidden: the expected shape, or 0 to infer it from the file. */
+flowgen_status flowrt_weights_load(const char *path, const char *prefix,
+                                   int dim, int hidden, flowrt_weights **out,
+                                   flowgen_error *err);
+/* Same, from a safetensors image in memory; name is used in messages. */
+flowgen_status flowrt_weights_parse(const void *data, size_t size,
+                                    const char *name, const char *prefix,
+                                    int dim, int hidden, flowrt_weights **out,
+                                    flowgen_error *err);
+/* Allocates zeroed weights of the given shape. */
+flowgen_status flowrt_weights_alloc(int dim, int hidden, flowrt_weights **out,
+                                    flowgen_error *err);
+void flowrt_weights_free(flowrt_weights *weights);
+
+/* ---- CPU reference ------------------------------------------------------ */
+
+/* Integrates the model in fp64 on the CPU (the test oracle and the `cpu`
+ * device).  x0, x: batch x D, row-major; x may equal x0. */
+flowgen_status flowrt_reference(const flowgen_spec *spec,
+                                const flowrt_weights *weights, const float *x0,
+                                float *x, int64_t batch, flowgen_error *err);
+/* Same, with fp64 output. */
+flowgen_status flowrt_reference_f64(const flowgen_spec *spec,
+                                    const flowrt_weights *weights,
+                                    const float *x0, double *x, int64_t batch,
+                                    flowgen_error *err);
+
+/* ---- compilation (no GPU needed) ---------------------------------------- */
+
+typedef enum flowrt_target {
+  FLOWRT_TARGET_PTX,
+  FLOWRT_TARGET_CUBIN,
+} flowrt_target;
+
+/* Compiles CUDA source with NVRTC for sm_<arch>.  On success *out is a
+ * malloc()ed image of *size bytes; *log (if not NULL) gets the malloc()ed
+ * compiler log (ptxas -v output included when verbose).  On failure the
+ * error message holds the log. */
+flowgen_status flowrt_compile(const char *source, size_t source_size,
+                              const char *source_name, int arch,
+                              flowrt_target target, bool verbose, void **out,
+                              size_t *size, char **log, flowgen_error *err);
+/* The NVRTC version in use, e.g. 13000 for 13.0; 0 if NVRTC is missing. */
+int flowrt_nvrtc_version(void);
+/* The highest sm_XY this NVRTC can emit a cubin for (0 if missing). */
+int flowrt_nvrtc_max_arch(void);
+
+/* ---- runtime and samplers ----------------------------------------------- */
+
+typedef struct flowrt_runtime flowrt_runtime;
+typedef struct flowrt_sampler flowrt_sampler;
+
+typedef void (*flowrt_warn_fn)(void *ctx, const char *message);
+
+typedef struct flowrt_options {
+  int device;                 /* CUDA device ordinal */
+  const char *cache_dir;      /* NULL = $FLOWGEN_CACHE_DIR, XDG, ~/.cache */
+  int disk_cache;             /* -1 = from $FLOWGEN_CACHE, 0 = off, 1 = on */
+  const char *template_dir;   /* NULL = built-in templates */
+  flowrt_warn_fn warn;        /* non-fatal problems (unusable cache dir) */
+  void *warn_ctx;
+} flowrt_options;
+
+/* opts may be NULL: device 0, default cache. */
+flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
+                           flowgen_error *err);
+void flowrt_close(flowrt_runtime *rt);
+
+/* Where the last module came from, and what each phase cost. */
+typedef struct flowrt_stats {
+  bool memory_hit;        /* module found in this runtime's memory cache */
+  bool disk_hit;          /* cubin read from the disk cache */
+  double generate_ms;     /* rendering the source */
+  double compile_ms;      /* NVRTC (0 on a hit) */
+  double load_ms;         /* cuModuleLoadData and function lookup */
+  double upload_ms;       /* weights to the device and packed */
+} flowrt_stats;
+
+/* Generates, compiles (or finds in the cache), loads and uploads weights.
+ * The weights must match spec's D and H. */
+flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
+                                     const flowgen_spec *spec,
+                                     const flowrt_weights *weights,
+                                     flowrt_sampler **out, flowgen_error *err);
+void flowrt_sampler_destroy(flowrt_sampler *sampler);
+const flowrt_stats *flowrt_sampler_stats(const flowrt_sampler *sampler);
+const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *sampler);
+
+/* Samples batch rows: x = ODE solution from x0.  x0 and x are device
+ * pointers (CUdeviceptr) to batch x D fp32, row-major; they may be equal.
+ * Asynchronous on stream (a CUstream, NULL = legacy default stream) and
+ * legal inside CUDA graph capture.  batch = 0 does nothing. */
+flowgen_status flowrt_sample(flowrt_sampler *sampler, uint64_t x0, uint64_t x,
+                             int64_t batch, void *stream, flowgen_error *err);
+/* Convenience: host arrays, synchronous. */
+flowgen_status flowrt_sample_host(flowrt_sampler *sampler, const float *x0,
+                                  float *x, int64_t batch, flowgen_error *err);
+
+/* ---- disk cache --------------------------------------------------------- */
+
+/* The cache folder in effect: $FLOWGEN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/flowgen, else $HOME/.cache/flowgen. */
+flowgen_status flowrt_cache_dir(char *buf, size_t size, flowgen_error *err);
+
+typedef struct flowrt_cache_entry {
+  const char *file;      /* file name inside the cache folder */
+  const char *key;       /* the full key (source hash, options, arch, NVRTC) */
+  uint64_t payload_size; /* bytes of cubin / PTX */
+  bool valid;            /* header, key and checksum check out */
+} flowrt_cache_entry;
+
+typedef void (*flowrt_cache_visit_fn)(void *ctx, const flowrt_cache_entry *e);
+/* Visits every entry of dir (NULL = the folder in effect), sorted by name. */
+flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
+                                 void *ctx, flowgen_error *err);
+/* Removes every cache entry (and stale temporary file) from dir. */
+flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
+                                  flowgen_error *err);
+/* Compiles spec for sm_<arch> into the disk cache without a GPU. */
+flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
+                                 const char *template_dir, bool *was_cached,
+                                 flowgen_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLOWRT_H */

@@ -1,0 +1,107 @@
+-- plan.lua: picks the kernel strategy for a shape and its launch
+-- configuration.  Runs sandboxed; gets `spec` (dim, hidden, steps, solver,
+-- precision, arch, symbol, ...) and returns the plan that file.cut renders
+-- and that the runtime launches.
+
+local function round_up(x, m) return (x + m - 1) // m * m end
+
+local function pow2_floor(x)
+  local p = 1
+  while p * 2 <= x do p = p * 2 end
+  return p
+end
+
+-- Largest dynamic shared memory a block may opt in to, by compute capability.
+local function shared_limit(arch)
+  if arch >= 90 then return 227 * 1024 end
+  if arch == 80 or arch == 87 then return 163 * 1024 end
+  if arch >= 80 then return 99 * 1024 end
+  return 64 * 1024
+end
+
+-- Packed weight layout shared by every variant (see file.cut): each segment
+-- starts on a 16-byte boundary so kernels can load it as float4.
+local function params_layout(D, H)
+  local segments = {
+    {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
+    {"w1_time", H, "W1[:, D], the t column"},
+    {"b1", H, "bias of layer 1"},
+    {"w2t", H * H, "W2 transposed: [H][H]"},
+    {"b2", H, "bias of layer 2"},
+    {"w3t", H * D, "W3 transposed: [H][D]"},
+    {"b3", D, "bias of layer 3"},
+  }
+  local offset, out = 0, {}
+  for i, s in ipairs(segments) do
+    out[i] = {name = s[1], offset = offset, count = s[2], what = s[3]}
+    offset = offset + round_up(s[2], 4)
+  end
+  return out, offset
+end
+
+-- One dense layer of the tiled kernel: which threads own which outputs.
+-- Threads split into row groups of `col_threads` (a multiple of 32, so a
+-- warp reads one activation row: a shared-memory broadcast); each thread
+-- keeps `rows_per_thread` accumulators per output column.
+local function layer(inputs, outputs, threads, rows)
+  local groups = math.min(8, rows, pow2_floor(threads // round_up(outputs, 32)))
+  return {
+    inputs = inputs, outputs = outputs,
+    col_threads = threads // groups,
+    rows_per_thread = rows // groups,
+    vector = inputs % 4 == 0 and 4 or 1,
+  }
+end
+
+-- Tiled strategy: a block owns `rows` samples through all steps; activations
+-- live in shared memory, weights stream from L2 (coalesced, transposed).
+local function tiled(spec, params_floats)
+  local D, H = spec.dim, spec.hidden
+  local threads = 256
+  local x_stride, h_stride = round_up(D, 4), round_up(H, 4)
+  local bytes_per_row = 4 * (x_stride + 2 * h_stride)
+  -- Up to 32 samples per block while two blocks still fit on an SM.
+  local budget = math.min(96 * 1024, shared_limit(spec.arch))
+  local rows = 32
+  while rows > 1 and rows * bytes_per_row > budget do rows = rows // 2 end
+  if rows * bytes_per_row > shared_limit(spec.arch) then
+    refuse(string.format("D=%d, H=%d needs %d bytes of shared memory per "
+      .. "sample, over the %d bytes sm_%d gives a block", D, H, bytes_per_row,
+      shared_limit(spec.arch), spec.arch))
+  end
+  return {
+    strategy = "tiled",
+    template = "tiled.cut",
+    symbol = spec.symbol .. "_tiled",
+    pack_symbol = spec.symbol .. "_pack",
+    min_batch = 0, max_batch = -1,
+    block_threads = threads,
+    rows_per_block = rows,
+    cluster_blocks = 1,
+    shared_bytes = rows * bytes_per_row,
+    params_bytes = 4 * params_floats,
+    pack_threads = 256,
+    x_stride = x_stride, h_stride = h_stride,
+    layers = {
+      layer(D, H, threads, rows),
+      layer(H, H, threads, rows),
+      layer(H, D, threads, rows),
+    },
+  }
+end
+
+return function(spec)
+  if spec.precision ~= "fp32" then
+    refuse("precision " .. spec.precision .. " has no strategy yet")
+  end
+  if spec.solver ~= "euler" then
+    refuse("solver " .. spec.solver .. " has no template yet")
+  end
+  local segments, params_floats = params_layout(spec.dim, spec.hidden)
+  return {
+    template = "file.cut",
+    params = segments,
+    params_floats = params_floats,
+    variants = {tiled(spec, params_floats)},
+  }
+end

@@ -1,0 +1,50 @@
+/* Helpers shared by the cmocka tests. */
+#ifndef FLOWGEN_TEST_SUPPORT_H
+#define FLOWGEN_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the headers above first. */
+#include <cmocka.h>
+
+/* A fresh private folder under $TMPDIR; removed by fg_test_rmtree. */
+char *fg_test_mkdtemp(void);
+/* rm -rf path (best effort). */
+void fg_test_rmtree(const char *path);
+/* The repository root ($FLOWGEN_SOURCE_DIR, else "."). */
+const char *fg_test_source_dir(void);
+/* The flowgen binary ($FLOWGEN_BIN, else "build/flowgen"). */
+const char *fg_test_flowgen_bin(void);
+
+/* Whole file into a malloc()ed, NUL-terminated buffer; NULL if unreadable. */
+char *fg_test_read_file(const char *path, size_t *size);
+/* Writes size bytes; asserts on failure. */
+void fg_test_write_file(const char *path, const void *data, size_t size);
+bool fg_test_file_exists(const char *path);
+
+/* Deterministic uniform values in [-scale, scale) (xorshift, seeded). */
+void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale);
+/* A seed that differs between runs unless FLOWGEN_TEST_SEED is set; printed
+ * so that a failure can be replayed. */
+uint64_t fg_test_seed(void);
+
+/* Runs a shell command, capturing stdout and stderr (malloc()ed) and
+ * returning the exit status (or -1). */
+int fg_test_run(const char *command, char **out, char **err);
+
+/* True when a CUDA device can be used.  When there is none, a GPU test calls
+ * FG_SKIP_WITHOUT_GPU(); with FLOWGEN_REQUIRE_GPU=1 that fails instead. */
+bool fg_test_have_gpu(void);
+#define FG_SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                        \
+    if (!fg_test_have_gpu()) {                                                \
+      if (fg_test_gpu_required()) fail_msg("FLOWGEN_REQUIRE_GPU=1 but no usable GPU"); \
+      skip();                                                                 \
+    }                                                                         \
+  } while (0)
+bool fg_test_gpu_required(void);
+
+#endif
