@@ -47,7 +47,7 @@ help:
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
 	@echo "make clean"
 
-lib: $(BUILD)/libflowgen.a $(BUILD)/libflowgen.so
+lib: $(BUILD)/libflowgen.a
 cli: $(BUILD)/flowgen
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h)
@@ -71,9 +71,6 @@ $(BUILD)/obj/templates.o: $(BUILD)/templates.c gen/internal.h
 $(BUILD)/libflowgen.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
-
-$(BUILD)/libflowgen.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libflowgen.so.0 $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowgen.a
 	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
@@ -114,14 +111,11 @@ install: all
 	install -m 755 $(BUILD)/flowgen $(DESTDIR)$(PREFIX)/bin/flowgen
 	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libflowgen.a $(DESTDIR)$(PREFIX)/lib/libflowgen.a
-	install -m 755 $(BUILD)/libflowgen.so $(DESTDIR)$(PREFIX)/lib/libflowgen.so.$(VERSION)
-	ln -sf libflowgen.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libflowgen.so.0
-	ln -sf libflowgen.so.0 $(DESTDIR)$(PREFIX)/lib/libflowgen.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' flowgen.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/flowgen $(DESTDIR)$(PREFIX)/lib/libflowgen.* \
+	rm -f $(DESTDIR)$(PREFIX)/bin/flowgen $(DESTDIR)$(PREFIX)/lib/libflowgen.a \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc \
 	  $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/*.h)))
 

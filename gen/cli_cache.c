@@ -1,9 +1,106 @@
-/* flowgen cache: placeholder until the runtime lands. */
+/* flowgen cache dir|list|clear|warm: the compiled-module cache on disk. */
 #include "cli.h"
 
+#include <string.h>
+
+static const char cache_usage[] =
+    "usage: flowgen cache dir           print the cache folder in effect\n"
+    "       flowgen cache list          list the entries (file, size, target, state)\n"
+    "       flowgen cache clear         remove every entry\n"
+    "       flowgen cache warm [--arch sm_XY] [kernel options]\n"
+    "                                   compile a kernel into the cache (no GPU needed)\n"
+    "\n"
+    "The folder is $FLOWGEN_CACHE_DIR, else $XDG_CACHE_HOME/flowgen, else\n"
+    "~/.cache/flowgen; --dir DIR overrides it for one command.\n";
+
+/* The "target=..." line of a key, for the listing. */
+static void key_field(const char *key, const char *field, char *buf, size_t size) {
+  const char *p = key ? strstr(key, field) : NULL;
+  if (!p) {
+    snprintf(buf, size, "?");
+    return;
+  }
+  p += strlen(field);
+  size_t n = strcspn(p, "\n");
+  snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), p);
+}
+
+static void print_entry(void *ctx, const flowrt_cache_entry *e) {
+  char target[32], source[48];
+  key_field(e->key, "target=", target, sizeof target);
+  key_field(e->key, "source-xxh3-128=", source, sizeof source);
+  printf("%s  %10llu  %-8s  %s  %s\n", e->file, (unsigned long long)e->payload_size,
+         target, e->valid ? "valid  " : "INVALID", source);
+  ++*(int *)ctx;
+}
+
+static int cache_warm(int argc, char **argv, const char *dir) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  const char *template_dir = NULL;
+  flowgen_error err;
+  for (int i = 1; i < argc; ++i) {
+    const char *value = NULL;
+    int taken = fg_cli_spec_option(argc, argv, &i, &spec, &err);
+    if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
+    if (taken) continue;
+    if ((taken = fg_cli_take(argc, argv, &i, "--template-dir", &value))) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a folder", argv[i]);
+      template_dir = value;
+    } else if ((taken = fg_cli_take(argc, argv, &i, "--dir", &value))) {
+      /* handled by the caller */
+    } else {
+      return fg_cli_usage_error("cache warm: unknown argument '%s'", argv[i]);
+    }
+  }
+  bool was_cached = false;
+  if (flowrt_cache_warm(dir, &spec, template_dir, &was_cached, &err))
+    return fg_cli_fail(&err);
+  char symbol[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(&spec, symbol, sizeof symbol);
+  printf("%s for sm_%d: %s\n", symbol, spec.arch,
+         was_cached ? "already cached" : "compiled and cached");
+  return 0;
+}
+
 int fg_cli_cache(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "flowgen: cache: not available in this build yet\n");
-  return 1;
+  if (argc < 2) {
+    fputs(cache_usage, stderr);
+    return 2;
+  }
+  const char *command = argv[1], *dir = NULL;
+  if (strcmp(command, "-h") == 0 || strcmp(command, "--help") == 0) {
+    fputs(cache_usage, stdout);
+    return 0;
+  }
+  for (int i = 2; i < argc; ++i) {
+    const char *value = NULL;
+    int taken = fg_cli_take(argc, argv, &i, "--dir", &value);
+    if (taken < 0) return fg_cli_usage_error("%s needs a folder", "--dir");
+    if (taken) dir = value;
+    else if (strcmp(command, "warm") != 0)
+      return fg_cli_usage_error("cache: unexpected argument '%s'", argv[i]);
+  }
+  flowgen_error err;
+  if (strcmp(command, "dir") == 0) {
+    char path[4096];
+    if (dir) snprintf(path, sizeof path, "%s", dir);
+    else if (flowrt_cache_dir(path, sizeof path, &err)) return fg_cli_fail(&err);
+    printf("%s\n", path);
+    return 0;
+  }
+  if (strcmp(command, "list") == 0) {
+    int count = 0;
+    if (flowrt_cache_list(dir, print_entry, &count, &err)) return fg_cli_fail(&err);
+    if (count == 0) fprintf(stderr, "flowgen: the cache is empty\n");
+    return 0;
+  }
+  if (strcmp(command, "clear") == 0) {
+    size_t removed = 0;
+    if (flowrt_cache_clear(dir, &removed, &err)) return fg_cli_fail(&err);
+    printf("removed %zu file%s\n", removed, removed == 1 ? "" : "s");
+    return 0;
+  }
+  if (strcmp(command, "warm") == 0) return cache_warm(argc - 1, argv + 1, dir);
+  return fg_cli_usage_error("cache: unknown command '%s' (dir, list, clear, warm)", command);
 }

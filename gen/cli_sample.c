@@ -1,9 +1,250 @@
-/* flowgen sample: placeholder until the runtime lands. */
+/* flowgen sample: integrate a trained model from PyTorch weights, on the GPU
+ * (the generated kernel) or the CPU (the fp64 reference). */
 #include "cli.h"
+#include "npy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char sample_usage[] =
+    "usage: flowgen sample --weights FILE.safetensors -o OUT.npy [options]\n"
+    "\n"
+    "  --weights FILE     PyTorch state_dict saved with safetensors\n"
+    "  --prefix P         tensor name prefix (default \"velocity.\")\n"
+    "  --dim D, --hidden H  the model's shape (default: read from the weights)\n"
+    "  --steps S          solver steps, 1 to 10000 (default 32)\n"
+    "  --batch N          samples to draw (default 16, or the rows of --x0)\n"
+    "  --seed N           seed of the N(0, I) starting points (default 0)\n"
+    "  --x0 FILE.npy      starting points instead: float32 (or float64) N x D\n"
+    "  --device gpu|cpu|auto  gpu: the generated kernel; cpu: the fp64\n"
+    "                     reference; auto (default): gpu where there is one\n"
+    "  -o, --output FILE  where the N x D float32 .npy goes (required)\n"
+    "  -v, --verbose      print the cache hit or miss and each phase's time\n"
+    "  also: --solver, --precision, --name, --template-dir as for kernels\n";
+
+typedef enum { DEVICE_AUTO, DEVICE_GPU, DEVICE_CPU } device_kind;
+
+typedef struct sample_args {
+  flowgen_spec spec;
+  bool dim_given, hidden_given;
+  const char *weights, *prefix, *x0_path, *output, *template_dir;
+  long long batch; /* -1: not given */
+  unsigned long long seed;
+  device_kind device;
+  bool verbose;
+} sample_args;
+
+static int parse_long(const char *flag, const char *value, long long min,
+                      long long max, long long *out) {
+  switch (fg_parse_int(value, min, max, out)) {
+  case FG_PARSE_OK: return 0;
+  case FG_PARSE_NOT_A_NUMBER:
+    fprintf(stderr, "flowgen: %s: '%s' is not a non-negative decimal integer\n", flag, value);
+    return 2;
+  default:
+    fprintf(stderr, "flowgen: %s: %s is out of range (accepted: %lld to %lld)\n",
+            flag, value, min, max);
+    return 2;
+  }
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_sample(int argc, char **argv, sample_args *a) {
+  flowgen_error err;
+  flowgen_spec_default(&a->spec);
+  a->batch = -1;
+  for (int i = 1; i < argc; ++i) {
+    const char *arg = argv[i], *value = NULL;
+    int taken;
+    long long n;
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      fputs(sample_usage, stdout);
+      return 0;
+    }
+    if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+      a->verbose = true;
+      continue;
+    }
+    if (strncmp(arg, "--dim", 5) == 0) a->dim_given = true;
+    if (strncmp(arg, "--hidden", 8) == 0) a->hidden_given = true;
+    if ((taken = fg_cli_spec_option(argc, argv, &i, &a->spec, &err)) != 0) {
+      if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
+      continue;
+    }
+#define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
+    if (VALUE("--weights")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
+      a->weights = value;
+    } else if (VALUE("--prefix")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      a->prefix = value;
+    } else if (VALUE("--x0")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
+      a->x0_path = value;
+    } else if (VALUE("-o") || VALUE("--output")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
+      a->output = value;
+    } else if (VALUE("--template-dir")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
+      a->template_dir = value;
+    } else if (VALUE("--batch")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--batch", value, 0, 1LL << 40, &n)) return 2;
+      a->batch = n;
+    } else if (VALUE("--seed")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--seed", value, 0, 0x7fffffffffffffffLL, &n)) return 2;
+      a->seed = (unsigned long long)n;
+    } else if (VALUE("--device")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (strcmp(value, "gpu") == 0) a->device = DEVICE_GPU;
+      else if (strcmp(value, "cpu") == 0) a->device = DEVICE_CPU;
+      else if (strcmp(value, "auto") == 0) a->device = DEVICE_AUTO;
+      else return fg_cli_usage_error("--device: unknown value '%s' (accepted: gpu, cpu, auto)", value);
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return fg_cli_usage_error("sample: unknown option '%s'", arg);
+    } else {
+      return fg_cli_usage_error("sample: unexpected argument '%s'", arg);
+    }
+#undef VALUE
+  }
+  if (!a->weights) return fg_cli_usage_error("sample: %s is required", "--weights");
+  if (!a->output) return fg_cli_usage_error("sample: %s is required", "-o");
+  if (a->x0_path && a->batch >= 0 && a->x0_path[0])
+    return fg_cli_usage_error("sample: %s: give --batch or --x0, not both", "--batch");
+  return -1;
+}
+
+/* N(0, 1) by Box-Muller over splitmix64: the same seed gives the same x0
+ * on every machine. */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void normal_fill(float *out, size_t n, uint64_t seed) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = ((splitmix64(&s) >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+    double u2 = (splitmix64(&s) >> 11) / 9007199254740992.0;
+    double r = sqrt(-2.0 * log(u1));
+    out[i] = (float)(r * cos(2.0 * M_PI * u2));
+    if (i + 1 < n) out[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
+  }
+}
+
+static void print_warning(void *ctx, const char *message) {
+  (void)ctx;
+  fprintf(stderr, "flowgen: warning: %s\n", message);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static flowgen_status sample_gpu(const sample_args *a, const flowrt_weights *w,
+                                 const float *x0, float *x, int64_t batch,
+                                 flowgen_error *err) {
+  flowrt_runtime *rt = NULL;
+  flowrt_sampler *s = NULL;
+  flowrt_options opts = {.disk_cache = -1, .template_dir = a->template_dir,
+                         .warn = print_warning};
+  double t0 = now_ms();
+  flowgen_status st = flowrt_open(&opts, &rt, err);
+  double t_open = now_ms();
+  if (!st) st = flowrt_sampler_create(rt, &a->spec, w, &s, err);
+  double t_create = now_ms();
+  if (!st) st = flowrt_sample_host(s, x0, x, batch, err);
+  double t_sample = now_ms();
+  if (!st && a->verbose) {
+    const flowrt_stats *stats = flowrt_sampler_stats(s);
+    fprintf(stderr,
+            "flowgen: module: %s\n"
+            "flowgen: open %.1f ms, generate %.2f ms, compile %.1f ms, load %.2f ms, "
+            "weights %.2f ms, sampler total %.1f ms, sample %.2f ms (with copies)\n",
+            stats->memory_hit ? "memory cache hit"
+            : stats->disk_hit ? "disk cache hit"
+                              : "cache miss, compiled",
+            t_open - t0, stats->generate_ms, stats->compile_ms, stats->load_ms,
+            stats->upload_ms, t_create - t_open, t_sample - t_create);
+  }
+  flowrt_sampler_destroy(s);
+  flowrt_close(rt);
+  return st;
+}
+
+static flowgen_status starting_points(const sample_args *a, int dim,
+                                      float **x0, int64_t *batch,
+                                      flowgen_error *err) {
+  if (a->x0_path) {
+    int64_t rows = 0, cols = 0;
+    flowgen_status st = fg_npy_read(a->x0_path, x0, &rows, &cols, err);
+    if (st) return st;
+    if (cols != dim) {
+      free(*x0);
+      *x0 = NULL;
+      return fg_fail(err, FLOWGEN_INPUT,
+                     "%s: has %lld columns but the model's state has D = %d",
+                     a->x0_path, (long long)cols, dim);
+    }
+    *batch = rows;
+    return FLOWGEN_OK;
+  }
+  *batch = a->batch >= 0 ? a->batch : 16;
+  size_t n = (size_t)*batch * (size_t)dim;
+  if (!(*x0 = malloc(n ? n * sizeof(float) : 1)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory for %lld samples", (long long)*batch);
+  normal_fill(*x0, n, a->seed);
+  return FLOWGEN_OK;
+}
 
 int fg_cli_sample(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "flowgen: sample: not available in this build yet\n");
-  return 1;
+  sample_args a;
+  memset(&a, 0, sizeof a);
+  int code = parse_sample(argc, argv, &a);
+  if (code >= 0) return code;
+  flowgen_error err;
+  flowrt_weights *w = NULL;
+  double t0 = now_ms();
+  flowgen_status st = flowrt_weights_load(a.weights, a.prefix, a.dim_given ? a.spec.dim : 0,
+                                          a.hidden_given ? a.spec.hidden : 0, &w, &err);
+  if (st) return fg_cli_fail(&err);
+  if (a.verbose)
+    fprintf(stderr, "flowgen: weights %s: D=%d H=%d (%.1f ms)\n", a.weights, w->dim,
+            w->hidden, now_ms() - t0);
+  a.spec.dim = w->dim;
+  a.spec.hidden = w->hidden;
+  float *x0 = NULL, *x = NULL;
+  int64_t batch = 0;
+  st = starting_points(&a, w->dim, &x0, &batch, &err);
+  size_t n = (size_t)batch * (size_t)w->dim;
+  if (!st && !(x = malloc(n ? n * sizeof(float) : 1)))
+    st = fg_fail(&err, FLOWGEN_NOMEM, "out of memory");
+  if (!st) {
+    device_kind device = a.device;
+    if (device == DEVICE_AUTO) {
+      flowrt_runtime *probe = NULL;
+      flowrt_options quiet = {.disk_cache = 0};
+      device = flowrt_open(&quiet, &probe, NULL) == FLOWGEN_OK ? DEVICE_GPU : DEVICE_CPU;
+      flowrt_close(probe);
+      if (a.verbose)
+        fprintf(stderr, "flowgen: device: %s\n", device == DEVICE_GPU ? "gpu" : "cpu (no usable GPU)");
+    }
+    double t1 = now_ms();
+    st = device == DEVICE_GPU ? sample_gpu(&a, w, x0, x, batch, &err)
+                              : flowrt_reference(&a.spec, w, x0, x, batch, &err);
+    if (!st && a.verbose && device == DEVICE_CPU)
+      fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
+  }
+  if (!st) st = fg_npy_write(a.output, x, batch, w->dim, &err);
+  free(x0);
+  free(x);
+  flowrt_weights_free(w);
+  return st ? fg_cli_fail(&err) : 0;
 }

@@ -105,6 +105,8 @@ typedef struct flowrt_stats {
   double compile_ms;      /* NVRTC (0 on a hit) */
   double load_ms;         /* cuModuleLoadData and function lookup */
   double upload_ms;       /* weights to the device and packed */
+  double module_ms;       /* finding or building the loaded module: all of
+                             the above but the upload */
 } flowrt_stats;
 
 /* Generates, compiles (or finds in the cache), loads and uploads weights.

@@ -150,3 +150,14 @@ bool fg_test_gpu_required(void) {
   const char *r = getenv("FLOWGEN_REQUIRE_GPU");
   return r && strcmp(r, "1") == 0;
 }
+
+bool fg_test_have_gpu(void) {
+  static int have = -1;
+  if (have < 0) {
+    flowrt_runtime *rt = NULL;
+    flowrt_options opts = {.disk_cache = 0};
+    have = flowrt_open(&opts, &rt, NULL) == FLOWGEN_OK;
+    flowrt_close(rt);
+  }
+  return have == 1;
+}

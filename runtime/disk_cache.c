@@ -1,0 +1,609 @@
+/* The on-disk module cache; disk_cache.h describes the entry format. */
+#include "disk_cache.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* Reads errno: call it before anything else can change errno. */
+static flowgen_status io_error(flowgen_error *err, const char *what,
+                               const char *path) {
+  return fg_fail(err, FLOWGEN_IO, "%s %s: %s", what, path, strerror(errno));
+}
+
+static flowgen_status join_path(char *buf, size_t size, const char *dir,
+                                const char *name, flowgen_error *err) {
+  int n = snprintf(buf, size, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= size)
+    return fg_fail(err, FLOWGEN_INVALID, "path too long: %s/%s", dir, name);
+  return FLOWGEN_OK;
+}
+
+static flowgen_status copy_path(char *buf, size_t size, const char *path,
+                                flowgen_error *err) {
+  int n = snprintf(buf, size, "%s", path);
+  if (n < 0 || (size_t)n >= size)
+    return fg_fail(err, FLOWGEN_INVALID, "path too long: %s", path);
+  return FLOWGEN_OK;
+}
+
+/* ---- where the cache lives ---------------------------------------------- */
+
+static const char *env_nonempty(const char *name) {
+  const char *value = getenv(name);
+  return value && *value ? value : NULL;
+}
+
+bool fg_cache_enabled_from_env(void) {
+  const char *value = getenv("FLOWGEN_CACHE");
+  return !(value && strcmp(value, "0") == 0);
+}
+
+flowgen_status flowrt_cache_dir(char *buf, size_t size, flowgen_error *err) {
+  if (!buf || size == 0)
+    return fg_fail(err, FLOWGEN_INVALID, "flowrt_cache_dir: no buffer");
+  const char *dir = env_nonempty("FLOWGEN_CACHE_DIR");
+  if (dir) return copy_path(buf, size, dir, err);
+  /* The XDG base directory spec says to ignore a relative path. */
+  const char *xdg = env_nonempty("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return join_path(buf, size, xdg, "flowgen", err);
+  const char *home = env_nonempty("HOME");
+  if (home) return join_path(buf, size, home, ".cache/flowgen", err);
+  return fg_fail(err, FLOWGEN_IO, "no cache folder: set FLOWGEN_CACHE_DIR, "
+                 "XDG_CACHE_HOME or HOME");
+}
+
+flowgen_status fg_cache_resolve_dir(const char *dir, char *buf, size_t size,
+                                    flowgen_error *err) {
+  if (!dir) return flowrt_cache_dir(buf, size, err);
+  if (!*dir) return fg_fail(err, FLOWGEN_INVALID, "empty cache folder path");
+  return copy_path(buf, size, dir, err);
+}
+
+void fg_cache_file_name(const char *key, char name[FG_CACHE_FILE_NAME_SIZE]) {
+  static const char hex[] = "0123456789abcdef";
+  XXH128_canonical_t digest;
+  XXH128_canonicalFromHash(&digest, XXH3_128bits(key, strlen(key)));
+  for (size_t i = 0; i < sizeof digest.digest; ++i) {
+    name[2 * i] = hex[digest.digest[i] >> 4];
+    name[2 * i + 1] = hex[digest.digest[i] & 15];
+  }
+  memcpy(name + 2 * sizeof digest.digest, FG_CACHE_SUFFIX,
+         sizeof FG_CACHE_SUFFIX);
+}
+
+static flowgen_status entry_path(const char *dir, const char *key, char *buf,
+                                 size_t size, flowgen_error *err) {
+  char name[FG_CACHE_FILE_NAME_SIZE];
+  fg_cache_file_name(key, name);
+  return join_path(buf, size, dir, name, err);
+}
+
+/* mkdir -p with mode 0700 for every folder it creates. */
+static flowgen_status make_dirs(const char *dir, flowgen_error *err) {
+  char path[PATH_MAX];
+  flowgen_status status = copy_path(path, sizeof path, dir, err);
+  if (status != FLOWGEN_OK) return status;
+  for (char *p = path + 1;; ++p) {
+    if (*p != '/' && *p != '\0') continue;
+    char separator = *p;
+    *p = '\0';
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+      return io_error(err, "cannot create cache folder", path);
+    *p = separator;
+    if (separator == '\0') return FLOWGEN_OK;
+  }
+}
+
+/* Creates an empty temporary file in dir (and dir itself if missing). */
+static flowgen_status create_temp(const char *dir, char *temp, size_t size,
+                                  int *fd, flowgen_error *err) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    flowgen_status status =
+        join_path(temp, size, dir, FG_CACHE_TEMP_PREFIX "XXXXXX", err);
+    if (status != FLOWGEN_OK) return status;
+    *fd = mkstemp(temp);
+    if (*fd >= 0) return FLOWGEN_OK;
+    if (errno != ENOENT || attempt > 0) break;
+    status = make_dirs(dir, err);
+    if (status != FLOWGEN_OK) return status;
+  }
+  return io_error(err, "cannot create a file in cache folder", dir);
+}
+
+static flowgen_status check_dir(const char *dir, flowgen_error *err) {
+  if (!dir || !*dir)
+    return fg_fail(err, FLOWGEN_INVALID, "no cache folder given");
+  return FLOWGEN_OK;
+}
+
+static flowgen_status check_key(const char *key, flowgen_error *err) {
+  if (!key || !*key || strlen(key) > FG_CACHE_KEY_MAX)
+    return fg_fail(err, FLOWGEN_INVALID, "cache key empty or over %zu bytes",
+                   FG_CACHE_KEY_MAX);
+  return FLOWGEN_OK;
+}
+
+flowgen_status fg_cache_open(const char *dir, flowgen_error *err) {
+  flowgen_status status = check_dir(dir, err);
+  if (status == FLOWGEN_OK) status = make_dirs(dir, err);
+  if (status != FLOWGEN_OK) return status;
+  struct stat info;
+  if (stat(dir, &info) != 0)
+    return io_error(err, "cannot use cache folder", dir);
+  if (!S_ISDIR(info.st_mode))
+    return fg_fail(err, FLOWGEN_IO, "cache folder %s is not a directory", dir);
+  /* Create a file, as put will: access() answers for the real user, not
+   * the effective one. */
+  char temp[PATH_MAX];
+  int fd;
+  status = create_temp(dir, temp, sizeof temp, &fd, err);
+  if (status != FLOWGEN_OK) return status;
+  close(fd);
+  unlink(temp);
+  return FLOWGEN_OK;
+}
+
+/* ---- the entry format --------------------------------------------------- */
+
+static void store_le(unsigned char *out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = (unsigned char)(value >> (8 * i));
+}
+
+static uint64_t load_le(const unsigned char *in, int bytes) {
+  uint64_t value = 0;
+  for (int i = bytes - 1; i >= 0; --i) value = (value << 8) | in[i];
+  return value;
+}
+
+typedef struct entry_header {
+  uint32_t version;
+  uint32_t key_size;
+  uint64_t payload_size;
+  uint64_t checksum;
+} entry_header;
+
+static void encode_header(const entry_header *header,
+                          unsigned char raw[FG_CACHE_HEADER_SIZE]) {
+  memcpy(raw + FG_CACHE_OFFSET_MAGIC, FG_CACHE_MAGIC, 8);
+  store_le(raw + FG_CACHE_OFFSET_VERSION, header->version, 4);
+  store_le(raw + FG_CACHE_OFFSET_KEY_SIZE, header->key_size, 4);
+  store_le(raw + FG_CACHE_OFFSET_PAYLOAD_SIZE, header->payload_size, 8);
+  store_le(raw + FG_CACHE_OFFSET_CHECKSUM, header->checksum, 8);
+}
+
+/* Decodes raw and checks it against the file's size: NULL if it is sound,
+ * else what is wrong. */
+static const char *decode_header(const unsigned char raw[FG_CACHE_HEADER_SIZE],
+                                 uint64_t file_size, entry_header *header) {
+  if (memcmp(raw + FG_CACHE_OFFSET_MAGIC, FG_CACHE_MAGIC, 8) != 0)
+    return "not a flowgen cache entry (bad magic)";
+  header->version = (uint32_t)load_le(raw + FG_CACHE_OFFSET_VERSION, 4);
+  header->key_size = (uint32_t)load_le(raw + FG_CACHE_OFFSET_KEY_SIZE, 4);
+  header->payload_size = load_le(raw + FG_CACHE_OFFSET_PAYLOAD_SIZE, 8);
+  header->checksum = load_le(raw + FG_CACHE_OFFSET_CHECKSUM, 8);
+  if (header->version != FG_CACHE_FORMAT_VERSION)
+    return "unsupported format version";
+  if (header->key_size == 0 || header->key_size > FG_CACHE_KEY_MAX)
+    return "key length out of range";
+  if (header->payload_size > FG_CACHE_PAYLOAD_MAX)
+    return "payload length out of range";
+  uint64_t expected =
+      FG_CACHE_HEADER_SIZE + (uint64_t)header->key_size + header->payload_size;
+  if (file_size < expected) return "truncated";
+  if (file_size > expected) return "trailing bytes after the payload";
+  return NULL;
+}
+
+static uint64_t entry_checksum(const char *key, size_t key_size,
+                               const void *payload, size_t size) {
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, key, key_size);
+  XXH3_64bits_update(&state, payload, size);
+  return XXH3_64bits_digest(&state);
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Reads size bytes, fewer only at the end of the file; -1 on error. */
+static ssize_t read_fully(int fd, void *buf, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = read(fd, (char *)buf + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += (size_t)n;
+  }
+  return (ssize_t)done;
+}
+
+typedef struct entry {
+  char *key;             /* NUL-terminated; NULL if not read */
+  void *payload;         /* NULL unless asked for and valid */
+  uint64_t payload_size; /* from the header; 0 if not read */
+} entry;
+
+static void entry_free(entry *e) {
+  free(e->key);
+  free(e->payload);
+}
+
+static flowgen_status read_key(int fd, const char *path, size_t key_size,
+                               entry *e, const char **problem,
+                               flowgen_error *err) {
+  e->key = malloc(key_size + 1);
+  if (!e->key) return fg_fail(err, FLOWGEN_NOMEM, "reading %s", path);
+  ssize_t got = read_fully(fd, e->key, key_size);
+  if (got < 0) return io_error(err, "cannot read", path);
+  e->key[got] = '\0';
+  if ((size_t)got < key_size) *problem = "truncated";
+  else if (memchr(e->key, '\0', key_size)) *problem = "key holds a NUL byte";
+  return FLOWGEN_OK;
+}
+
+/* Reads size bytes into buf (or through a scratch chunk if buf is NULL)
+ * and feeds them to state. */
+static flowgen_status read_hashed(int fd, const char *path, unsigned char *buf,
+                                  uint64_t size, XXH3_state_t *state,
+                                  const char **problem, flowgen_error *err) {
+  unsigned char chunk[16384];
+  for (uint64_t done = 0; done < size;) {
+    uint64_t left = size - done;
+    size_t want = buf || left < sizeof chunk ? (size_t)left : sizeof chunk;
+    unsigned char *dst = buf ? buf + done : chunk;
+    ssize_t got = read_fully(fd, dst, want);
+    if (got < 0) return io_error(err, "cannot read", path);
+    if ((size_t)got < want) {
+      *problem = "truncated";
+      return FLOWGEN_OK;
+    }
+    XXH3_64bits_update(state, dst, want);
+    done += want;
+  }
+  return FLOWGEN_OK;
+}
+
+/* Reads the payload (into a new *out if out is given) and checks the
+ * checksum over key and payload. */
+static flowgen_status read_payload(int fd, const char *path,
+                                   const entry_header *header, const char *key,
+                                   void **out, const char **problem,
+                                   flowgen_error *err) {
+  unsigned char *payload = NULL;
+  /* + 1: malloc(0) may return NULL. */
+  if (out && !(payload = malloc(header->payload_size + 1)))
+    return fg_fail(err, FLOWGEN_NOMEM, "reading %s", path);
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, key, header->key_size);
+  flowgen_status status = read_hashed(fd, path, payload, header->payload_size,
+                                      &state, problem, err);
+  if (status == FLOWGEN_OK && !*problem &&
+      XXH3_64bits_digest(&state) != header->checksum)
+    *problem = "checksum mismatch";
+  if (status == FLOWGEN_OK && !*problem && out) *out = payload;
+  else free(payload);
+  return status;
+}
+
+/* Reads the entry open on fd.  *problem is NULL for a sound entry (whose key
+ * is expected_key, unless that is NULL), else what is wrong with it; an
+ * error means the file could not be read at all.  e->key is kept even when
+ * the entry is unsound, e->payload only when it is sound and asked for. */
+static flowgen_status read_entry(int fd, const char *path,
+                                 const char *expected_key, bool want_payload,
+                                 entry *e, const char **problem,
+                                 flowgen_error *err) {
+  *e = (entry){0};
+  *problem = NULL;
+  struct stat info;
+  if (fstat(fd, &info) != 0) return io_error(err, "cannot stat", path);
+  if (!S_ISREG(info.st_mode)) {
+    *problem = "not a regular file";
+    return FLOWGEN_OK;
+  }
+  unsigned char raw[FG_CACHE_HEADER_SIZE];
+  ssize_t got = read_fully(fd, raw, sizeof raw);
+  if (got < 0) return io_error(err, "cannot read", path);
+  entry_header header;
+  *problem = (size_t)got < sizeof raw
+                 ? "truncated"
+                 : decode_header(raw, (uint64_t)info.st_size, &header);
+  if (*problem) return FLOWGEN_OK;
+  e->payload_size = header.payload_size;
+  flowgen_status status = read_key(fd, path, header.key_size, e, problem, err);
+  if (status != FLOWGEN_OK || *problem) return status;
+  if (expected_key && strcmp(e->key, expected_key) != 0) {
+    *problem = "foreign entry (the stored key differs)";
+    return FLOWGEN_OK;
+  }
+  return read_payload(fd, path, &header, e->key,
+                      want_payload ? &e->payload : NULL, problem, err);
+}
+
+flowgen_status fg_cache_get(const char *dir, const char *key,
+                            fg_cache_result *result, void **payload,
+                            size_t *size, flowgen_error *err) {
+  *result = FG_CACHE_MISS;
+  *payload = NULL;
+  *size = 0;
+  char path[PATH_MAX];
+  flowgen_status status = check_dir(dir, err);
+  if (status == FLOWGEN_OK) status = check_key(key, err);
+  if (status == FLOWGEN_OK)
+    status = entry_path(dir, key, path, sizeof path, err);
+  if (status != FLOWGEN_OK) return status;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    fg_error_clear(err);
+    return FLOWGEN_OK;
+  }
+  if (fd < 0) return io_error(err, "cannot open", path);
+  entry e;
+  const char *problem;
+  status = read_entry(fd, path, key, true, &e, &problem, err);
+  close(fd);
+  if (status == FLOWGEN_OK && problem) {
+    *result = FG_CACHE_INVALID;
+    fg_fail(err, FLOWGEN_OK, "%s: %s", path, problem);
+  } else if (status == FLOWGEN_OK) {
+    *result = FG_CACHE_HIT;
+    *payload = e.payload;
+    *size = (size_t)e.payload_size;
+    e.payload = NULL;
+    fg_error_clear(err);
+  }
+  entry_free(&e);
+  return status;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_fully(int fd, const void *buf, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(fd, (const char *)buf + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EIO;
+      return -1;
+    }
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+/* Writes the whole entry to fd and closes it. */
+static flowgen_status write_entry(int fd, const char *temp, const char *key,
+                                  const void *payload, size_t size,
+                                  flowgen_error *err) {
+  size_t key_size = strlen(key);
+  entry_header header = {
+      .version = FG_CACHE_FORMAT_VERSION,
+      .key_size = (uint32_t)key_size,
+      .payload_size = size,
+      .checksum = entry_checksum(key, key_size, payload, size),
+  };
+  unsigned char raw[FG_CACHE_HEADER_SIZE];
+  encode_header(&header, raw);
+  /* fsync before the rename: after a crash the final name must not point
+   * at a file whose data never reached the disk. */
+  bool written = write_fully(fd, raw, sizeof raw) == 0 &&
+                 write_fully(fd, key, key_size) == 0 &&
+                 write_fully(fd, payload, size) == 0 && fsync(fd) == 0;
+  flowgen_status status =
+      written ? FLOWGEN_OK : io_error(err, "cannot write", temp);
+  if (close(fd) != 0 && status == FLOWGEN_OK)
+    status = io_error(err, "cannot write", temp);
+  return status;
+}
+
+static flowgen_status check_put(const char *dir, const char *key,
+                                const void *payload, size_t size,
+                                flowgen_error *err) {
+  flowgen_status status = check_dir(dir, err);
+  if (status == FLOWGEN_OK) status = check_key(key, err);
+  if (status != FLOWGEN_OK) return status;
+  if (size > FG_CACHE_PAYLOAD_MAX)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "cache payload of %zu bytes is over the limit of %zu", size,
+                   FG_CACHE_PAYLOAD_MAX);
+  if (!payload && size > 0)
+    return fg_fail(err, FLOWGEN_INVALID, "cache payload is NULL");
+  return FLOWGEN_OK;
+}
+
+/* The directory is not fsynced after the rename: losing the rename in a
+ * crash costs one recompile. */
+flowgen_status fg_cache_put(const char *dir, const char *key,
+                            const void *payload, size_t size,
+                            flowgen_error *err) {
+  char path[PATH_MAX], temp[PATH_MAX];
+  int fd;
+  flowgen_status status = check_put(dir, key, payload, size, err);
+  if (status == FLOWGEN_OK)
+    status = entry_path(dir, key, path, sizeof path, err);
+  if (status == FLOWGEN_OK)
+    status = create_temp(dir, temp, sizeof temp, &fd, err);
+  if (status != FLOWGEN_OK) return status;
+  status = write_entry(fd, temp, key, payload, size, err);
+  if (status == FLOWGEN_OK && rename(temp, path) != 0)
+    status = fg_fail(err, FLOWGEN_IO, "cannot rename %s to %s: %s", temp, path,
+                     strerror(errno));
+  if (status != FLOWGEN_OK) unlink(temp);
+  return status;
+}
+
+/* ---- listing and clearing ----------------------------------------------- */
+
+typedef struct name_list {
+  char **names;
+  size_t count, capacity;
+} name_list;
+
+static void name_list_free(name_list *list) {
+  for (size_t i = 0; i < list->count; ++i) free(list->names[i]);
+  free(list->names);
+}
+
+static bool name_list_push(name_list *list, const char *name) {
+  if (list->count == list->capacity) {
+    size_t capacity = list->capacity ? 2 * list->capacity : 16;
+    char **grown = realloc(list->names, capacity * sizeof *grown);
+    if (!grown) return false;
+    list->names = grown;
+    list->capacity = capacity;
+  }
+  char *copy = strdup(name);
+  if (!copy) return false;
+  list->names[list->count++] = copy;
+  return true;
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_entry_name(const char *name) {
+  size_t length = strlen(name), suffix = strlen(FG_CACHE_SUFFIX);
+  return length > suffix &&
+         strcmp(name + length - suffix, FG_CACHE_SUFFIX) == 0;
+}
+
+static bool is_temp_name(const char *name) {
+  return strncmp(name, FG_CACHE_TEMP_PREFIX, strlen(FG_CACHE_TEMP_PREFIX)) == 0;
+}
+
+static bool is_cache_file_name(const char *name) {
+  return is_entry_name(name) || is_temp_name(name);
+}
+
+static bool is_regular_file(DIR *d, const char *name) {
+  struct stat info;
+  return fstatat(dirfd(d), name, &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(info.st_mode);
+}
+
+/* The sorted names of dir's regular files that keep accepts; a missing
+ * folder has none. */
+static flowgen_status list_files(const char *dir, bool (*keep)(const char *),
+                                 name_list *out, flowgen_error *err) {
+  *out = (name_list){0};
+  DIR *d = opendir(dir);
+  if (!d && errno == ENOENT) return FLOWGEN_OK;
+  if (!d) return io_error(err, "cannot list", dir);
+  flowgen_status status = FLOWGEN_OK;
+  struct dirent *item;
+  while (errno = 0, (item = readdir(d)) != NULL) {
+    if (!keep(item->d_name) || !is_regular_file(d, item->d_name)) continue;
+    if (!name_list_push(out, item->d_name)) {
+      status = fg_fail(err, FLOWGEN_NOMEM, "listing %s", dir);
+      break;
+    }
+  }
+  if (status == FLOWGEN_OK && errno != 0)
+    status = io_error(err, "cannot list", dir);
+  closedir(d);
+  if (status != FLOWGEN_OK) name_list_free(out);
+  else if (out->count > 1)
+    qsort(out->names, out->count, sizeof *out->names, compare_names);
+  return status;
+}
+
+/* An entry that cannot be opened or read is listed as invalid. */
+static void visit_entry(const char *dir, const char *name,
+                        flowrt_cache_visit_fn visit, void *ctx) {
+  char path[PATH_MAX];
+  if (join_path(path, sizeof path, dir, name, NULL) != FLOWGEN_OK) return;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return; /* removed since it was listed */
+  entry e = {0};
+  const char *problem = "cannot be read";
+  if (fd >= 0) {
+    if (read_entry(fd, path, NULL, false, &e, &problem, NULL) != FLOWGEN_OK)
+      problem = "cannot be read";
+    close(fd);
+  }
+  char expected_name[FG_CACHE_FILE_NAME_SIZE] = "";
+  if (!problem) fg_cache_file_name(e.key, expected_name);
+  flowrt_cache_entry listed = {
+      .file = name,
+      .key = e.key ? e.key : "",
+      .payload_size = e.payload_size,
+      .valid = !problem && strcmp(name, expected_name) == 0,
+  };
+  visit(ctx, &listed);
+  entry_free(&e);
+}
+
+flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
+                                 void *ctx, flowgen_error *err) {
+  if (!visit)
+    return fg_fail(err, FLOWGEN_INVALID, "flowrt_cache_list: no visitor");
+  char folder[PATH_MAX];
+  name_list names;
+  flowgen_status status = fg_cache_resolve_dir(dir, folder, sizeof folder, err);
+  if (status == FLOWGEN_OK)
+    status = list_files(folder, is_entry_name, &names, err);
+  if (status != FLOWGEN_OK) return status;
+  for (size_t i = 0; i < names.count; ++i)
+    visit_entry(folder, names.names[i], visit, ctx);
+  name_list_free(&names);
+  return FLOWGEN_OK;
+}
+
+static bool is_stale(const char *path, time_t now) {
+  struct stat info;
+  return lstat(path, &info) == 0 &&
+         now - info.st_mtime >= FG_CACHE_TEMP_STALE_SECONDS;
+}
+
+static flowgen_status remove_cache_file(const char *dir, const char *name,
+                                        time_t now, size_t *removed,
+                                        flowgen_error *err) {
+  char path[PATH_MAX];
+  flowgen_status status = join_path(path, sizeof path, dir, name, err);
+  if (status != FLOWGEN_OK) return status;
+  if (is_temp_name(name) && !is_stale(path, now)) return FLOWGEN_OK;
+  if (unlink(path) != 0)
+    return errno == ENOENT ? FLOWGEN_OK : io_error(err, "cannot remove", path);
+  ++*removed;
+  return FLOWGEN_OK;
+}
+
+flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
+                                  flowgen_error *err) {
+  size_t count = 0;
+  char folder[PATH_MAX];
+  name_list names;
+  flowgen_status status = fg_cache_resolve_dir(dir, folder, sizeof folder, err);
+  if (status == FLOWGEN_OK)
+    status = list_files(folder, is_cache_file_name, &names, err);
+  if (status == FLOWGEN_OK) {
+    time_t now = time(NULL);
+    for (size_t i = 0; i < names.count && status == FLOWGEN_OK; ++i)
+      status = remove_cache_file(folder, names.names[i], now, &count, err);
+    name_list_free(&names);
+  }
+  if (removed) *removed = count;
+  return status;
+}

@@ -1,0 +1,87 @@
+/*
+ * The on-disk module cache: one file per key, written atomically.
+ *
+ * Entry file "<hex of XXH3-128(key)>.fgc", little-endian:
+ *
+ *   offset  size  field
+ *        0     8  magic "FGCACHE\0"
+ *        8     4  format version (FG_CACHE_FORMAT_VERSION)
+ *       12     4  key length
+ *       16     8  payload length
+ *       24     8  checksum: XXH3-64 of the key bytes then the payload bytes
+ *       32     -  key bytes (no NUL), then payload bytes, then end of file
+ *
+ * An entry is used only if every field checks out and the stored key is the
+ * requested one; anything else is reported as invalid and is replaced by the
+ * next put.  Not installed.
+ */
+#ifndef FLOWGEN_DISK_CACHE_H
+#define FLOWGEN_DISK_CACHE_H
+
+#include "flowrt.h"
+#include "internal.h"
+
+#define FG_CACHE_MAGIC "FGCACHE"      /* 7 characters + the NUL = 8 bytes */
+#define FG_CACHE_FORMAT_VERSION 1u
+#define FG_CACHE_HEADER_SIZE 32
+enum {
+  FG_CACHE_OFFSET_MAGIC = 0,
+  FG_CACHE_OFFSET_VERSION = 8,
+  FG_CACHE_OFFSET_KEY_SIZE = 12,
+  FG_CACHE_OFFSET_PAYLOAD_SIZE = 16,
+  FG_CACHE_OFFSET_CHECKSUM = 24,
+};
+
+/* Limits a reader trusts: a hostile header cannot make us allocate more. */
+#define FG_CACHE_KEY_MAX ((size_t)1 << 20)
+#define FG_CACHE_PAYLOAD_MAX ((size_t)256 << 20)
+
+#define FG_CACHE_SUFFIX ".fgc"
+#define FG_CACHE_TEMP_PREFIX ".tmp-"
+/* clear removes a temporary file only when it is this old: a younger one may
+ * belong to a put in progress. */
+#define FG_CACHE_TEMP_STALE_SECONDS 60
+/* 32 hex digits + ".fgc" + NUL */
+#define FG_CACHE_FILE_NAME_SIZE 37
+
+typedef enum fg_cache_result {
+  FG_CACHE_HIT,      /* a valid entry for the key; the payload is returned */
+  FG_CACHE_MISS,     /* no entry for the key */
+  FG_CACHE_INVALID,  /* a file is there but unusable (truncated, corrupt,
+                        foreign key, other format): recompile and put */
+} fg_cache_result;
+
+/* False when $FLOWGEN_CACHE is "0"; true otherwise (unset included). */
+FG_HIDDEN bool fg_cache_enabled_from_env(void);
+
+/* dir if not NULL, else the folder in effect (see flowrt_cache_dir). */
+FG_HIDDEN flowgen_status fg_cache_resolve_dir(const char *dir, char *buf,
+                                              size_t size, flowgen_error *err);
+
+/* The entry's file name for key: 32 hex digits + ".fgc". */
+FG_HIDDEN void fg_cache_file_name(const char *key,
+                                  char name[FG_CACHE_FILE_NAME_SIZE]);
+
+/* Creates dir (and its parents) with mode 0700 if missing, then checks that
+ * it is a directory we can create files in.  Call once: on failure the
+ * caller warns and keeps its modules in memory only. */
+FG_HIDDEN flowgen_status fg_cache_open(const char *dir, flowgen_error *err);
+
+/* Looks key up in dir.  On FLOWGEN_OK, *result says what was found; on a hit
+ * *payload is a malloc()ed copy of the *size payload bytes, otherwise NULL
+ * and 0.  On FG_CACHE_INVALID err (if any) keeps status FLOWGEN_OK and its
+ * message says why ("<path>: checksum mismatch"); on a hit or miss it is
+ * cleared.  An error (FLOWGEN_IO, FLOWGEN_NOMEM) means an existing file
+ * could not be read; treat it as a miss. */
+FG_HIDDEN flowgen_status fg_cache_get(const char *dir, const char *key,
+                                      fg_cache_result *result, void **payload,
+                                      size_t *size, flowgen_error *err);
+
+/* Stores payload under key in dir (created if missing), replacing any entry
+ * atomically: readers see the old entry or the new one, never a part.  On
+ * failure nothing is left behind and the error names the path. */
+FG_HIDDEN flowgen_status fg_cache_put(const char *dir, const char *key,
+                                      const void *payload, size_t size,
+                                      flowgen_error *err);
+
+#endif

@@ -1,0 +1,482 @@
+/* The runtime: a CUDA context, its in-memory module cache, and samplers
+ * (a loaded kernel plus packed weights on the device). */
+#include "cuda_api.h"
+#include "disk_cache.h"
+#include "flowrt.h"
+#include "module_cache.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FG_PATH_MAX 4096
+
+/* One loaded module, shared by the samplers of one spec.  Looked up by the
+ * spec first (a hit skips generation: microseconds), then by source key. */
+typedef struct fg_module {
+  struct fg_module *next;
+  flowgen_spec spec;          /* with the arch resolved */
+  bool by_spec;               /* built-in templates: spec -> source is fixed */
+  char *key;                  /* full key of the compiled image */
+  flowgen_kernel *kernel;     /* source and launch configuration */
+  CUmodule module;
+  CUfunction pack;
+  CUfunction *functions;      /* one per variant */
+  int refs;
+} fg_module;
+
+struct flowrt_runtime {
+  const fg_cuda_api *cu;
+  CUdevice device;
+  CUcontext ctx;
+  int device_arch;            /* sm_XY of the device */
+  int compile_arch;           /* clamped to what NVRTC supports */
+  flowrt_target target;       /* cubin, or PTX past NVRTC's newest arch */
+  char *template_dir;
+  char cache_dir[FG_PATH_MAX];
+  bool disk_cache;
+  flowrt_warn_fn warn;
+  void *warn_ctx;
+  pthread_mutex_t lock;
+  fg_module *modules;
+};
+
+struct flowrt_sampler {
+  flowrt_runtime *rt;
+  fg_module *mod;
+  CUdeviceptr params;
+  int dim;
+  flowrt_stats stats;
+};
+
+/* ---- context ---------------------------------------------------------------- */
+
+static flowgen_status push_ctx(flowrt_runtime *rt, flowgen_error *err) {
+  return FG_CU(err, rt->cu->cuCtxPushCurrent(rt->ctx));
+}
+
+static void pop_ctx(flowrt_runtime *rt) {
+  CUcontext popped;
+  rt->cu->cuCtxPopCurrent(&popped);
+}
+
+static flowgen_status device_arch(flowrt_runtime *rt, flowgen_error *err) {
+  int major = 0, minor = 0;
+  flowgen_status st;
+  if ((st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
+                           &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                           rt->device))) ||
+      (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
+                           &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                           rt->device))))
+    return st;
+  rt->device_arch = major * 10 + minor;
+  return FLOWGEN_OK;
+}
+
+/* The device's own arch if NVRTC can build a cubin for it; else PTX for the
+ * newest arch NVRTC knows, which the driver compiles for the device. */
+static flowgen_status choose_target(flowrt_runtime *rt, flowgen_error *err) {
+  const fg_nvrtc_api *nvrtc = fg_nvrtc(err);
+  if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;
+  if (rt->device_arch < FLOWGEN_ARCH_MIN)
+    return fg_fail(err, FLOWGEN_UNSUPPORTED,
+                   "the device is sm_%d; flowgen needs sm_%d or newer",
+                   rt->device_arch, FLOWGEN_ARCH_MIN);
+  rt->compile_arch = rt->device_arch;
+  rt->target = FLOWRT_TARGET_CUBIN;
+  if (rt->device_arch > nvrtc->max_arch) {
+    rt->compile_arch = nvrtc->max_arch;
+    rt->target = FLOWRT_TARGET_PTX;
+  }
+  return FLOWGEN_OK;
+}
+
+static void setup_disk_cache(flowrt_runtime *rt, const flowrt_options *o) {
+  int wanted = o ? o->disk_cache : -1;
+  if (wanted < 0) wanted = fg_cache_enabled_from_env();
+  if (!wanted) return;
+  flowgen_error e;
+  if (fg_cache_resolve_dir(o ? o->cache_dir : NULL, rt->cache_dir,
+                           sizeof rt->cache_dir, &e) ||
+      fg_cache_open(rt->cache_dir, &e)) {
+    if (rt->warn) {
+      char line[FLOWGEN_ERROR_MESSAGE_MAX + 64];
+      snprintf(line, sizeof line,
+               "module cache disabled, compiled modules stay in memory: %s",
+               e.message);
+      rt->warn(rt->warn_ctx, line);
+    }
+    return;
+  }
+  rt->disk_cache = true;
+}
+
+flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
+                           flowgen_error *err) {
+  *out = NULL;
+  flowrt_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  pthread_mutex_init(&rt->lock, NULL);
+  if (opts) {
+    rt->warn = opts->warn;
+    rt->warn_ctx = opts->warn_ctx;
+  }
+  flowgen_status st = FLOWGEN_OK;
+  int count = 0, ordinal = opts ? opts->device : 0;
+  if (opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir)))
+    st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  if (!st && !(rt->cu = fg_cuda(err))) st = err ? err->status : FLOWGEN_NO_DRIVER;
+  if (!st) st = FG_CU(err, rt->cu->cuDeviceGetCount(&count));
+  if (!st && (count == 0 || ordinal < 0 || ordinal >= count))
+    st = fg_fail(err, FLOWGEN_NO_DEVICE,
+                 count ? "no CUDA device %d (there are %d)" : "no CUDA device",
+                 ordinal, count);
+  if (!st) st = FG_CU(err, rt->cu->cuDeviceGet(&rt->device, ordinal));
+  if (!st) st = device_arch(rt, err);
+  if (!st) st = choose_target(rt, err);
+  if (!st) st = FG_CU(err, rt->cu->cuDevicePrimaryCtxRetain(&rt->ctx, rt->device));
+  if (st) {
+    flowrt_close(rt);
+    return st;
+  }
+  setup_disk_cache(rt, opts);
+  *out = rt;
+  return FLOWGEN_OK;
+}
+
+static void module_free(flowrt_runtime *rt, fg_module *m) {
+  if (m->module) rt->cu->cuModuleUnload(m->module);
+  flowgen_kernel_free(m->kernel);
+  free(m->functions);
+  free(m->key);
+  free(m);
+}
+
+void flowrt_close(flowrt_runtime *rt) {
+  if (!rt) return;
+  if (rt->ctx) {
+    if (push_ctx(rt, NULL) == FLOWGEN_OK) {
+      for (fg_module *m = rt->modules, *next; m; m = next) {
+        next = m->next;
+        module_free(rt, m);
+      }
+      pop_ctx(rt);
+    }
+    rt->cu->cuDevicePrimaryCtxRelease(rt->device);
+  }
+  pthread_mutex_destroy(&rt->lock);
+  free(rt->template_dir);
+  free(rt);
+}
+
+/* ---- modules ---------------------------------------------------------------- */
+
+static bool same_spec(const flowgen_spec *a, const flowgen_spec *b) {
+  return a->dim == b->dim && flowgen_spec_hidden(a) == flowgen_spec_hidden(b) &&
+         a->steps == b->steps && a->solver == b->solver &&
+         a->precision == b->precision && a->arch == b->arch &&
+         strcmp(a->name, b->name) == 0;
+}
+
+static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
+                                     flowgen_error *err) {
+  int n = flowgen_kernel_variant_count(m->kernel);
+  if (!(m->functions = calloc((size_t)n, sizeof *m->functions)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  const flowgen_variant *v0 = flowgen_kernel_variant(m->kernel, 0);
+  flowgen_status st =
+      FG_CU(err, rt->cu->cuModuleGetFunction(&m->pack, m->module, v0->pack_symbol));
+  for (int i = 0; i < n && !st; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
+    st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->functions[i], m->module, v->symbol));
+    if (!st && v->shared_bytes > 48 * 1024)
+      st = FG_CU(err, rt->cu->cuFuncSetAttribute(
+                          m->functions[i],
+                          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                          (int)v->shared_bytes));
+  }
+  return st;
+}
+
+/* Compiles (or reads from disk) and loads the module for m->kernel.  A
+ * disk-cached image that the driver rejects is compiled afresh. */
+static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
+                                   flowrt_stats *stats, flowgen_error *err) {
+  const char *src = flowgen_kernel_source(m->kernel);
+  size_t size = flowgen_kernel_source_size(m->kernel);
+  char name[FLOWGEN_NAME_MAX + 80];
+  flowgen_spec_symbol(&m->spec, name, sizeof name - 4);
+  strcat(name, ".cu");
+  const char *dir = rt->disk_cache ? rt->cache_dir : NULL;
+  for (int attempt = 0;; ++attempt) {
+    fg_module_image image;
+    flowgen_status st = fg_module_obtain(dir, src, size, name, rt->compile_arch,
+                                         rt->target, rt->warn, rt->warn_ctx,
+                                         &image, err);
+    if (st) return st;
+    stats->disk_hit = image.disk_hit;
+    stats->compile_ms += image.compile_ms;
+    double t0 = fg_now_ms();
+    st = FG_CU(err, rt->cu->cuModuleLoadData(&m->module, image.data));
+    stats->load_ms += fg_now_ms() - t0;
+    free(image.data);
+    if (!st || !image.disk_hit || attempt > 0) return st;
+    dir = NULL; /* the cached image was unusable: compile, don't trust it */
+  }
+}
+
+/* Finds or makes the module for spec; takes a reference. */
+static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
+                                 flowrt_stats *stats, fg_module **out,
+                                 flowgen_error *err) {
+  bool by_spec = rt->template_dir == NULL;
+  for (fg_module *m = rt->modules; m && by_spec; m = m->next) {
+    if (m->by_spec && same_spec(&m->spec, spec)) {
+      stats->memory_hit = true;
+      m->refs++;
+      *out = m;
+      return FLOWGEN_OK;
+    }
+  }
+  fg_module *m = calloc(1, sizeof *m);
+  if (!m) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  m->spec = *spec;
+  m->by_spec = by_spec;
+  flowgen_options gen_opts = {.template_dir = rt->template_dir};
+  double t0 = fg_now_ms();
+  flowgen_status st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
+  stats->generate_ms = fg_now_ms() - t0;
+  if (!st && !(m->key = fg_module_key(flowgen_kernel_source(m->kernel),
+                                      flowgen_kernel_source_size(m->kernel),
+                                      rt->compile_arch, rt->target,
+                                      flowrt_nvrtc_version())))
+    st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  /* Same source under another spec (a template folder): share the module. */
+  for (fg_module *o = rt->modules; !st && o; o = o->next) {
+    if (strcmp(o->key, m->key) == 0) {
+      stats->memory_hit = true;
+      o->refs++;
+      module_free(rt, m);
+      *out = o;
+      return FLOWGEN_OK;
+    }
+  }
+  if (!st) st = build_module(rt, m, stats, err);
+  if (!st) st = load_functions(rt, m, err);
+  if (st) {
+    module_free(rt, m);
+    return st;
+  }
+  m->refs = 1;
+  m->next = rt->modules;
+  rt->modules = m;
+  *out = m;
+  return FLOWGEN_OK;
+}
+
+/* Modules stay loaded while the runtime lives (a later sampler of the same
+ * spec is then a memory hit); this only counts references. */
+static void put_module(fg_module *m) { m->refs--; }
+
+/* ---- samplers --------------------------------------------------------------- */
+
+static flowgen_status upload_weights(flowrt_sampler *s,
+                                     const flowrt_weights *w,
+                                     flowgen_error *err) {
+  flowrt_runtime *rt = s->rt;
+  const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
+  const size_t counts[6] = {H * (D + 1), H, H * H, H, D * H, D};
+  const float *host[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  size_t total = 0;
+  for (int i = 0; i < 6; ++i) total += counts[i];
+  const flowgen_variant *v = flowgen_kernel_variant(s->mod->kernel, 0);
+  CUdeviceptr raw = 0;
+  flowgen_status st = FG_CU(err, rt->cu->cuMemAlloc(&raw, total * sizeof(float)));
+  if (!st) st = FG_CU(err, rt->cu->cuMemAlloc(&s->params, v->params_bytes));
+  CUdeviceptr ptr[6];
+  size_t offset = 0;
+  for (int i = 0; i < 6 && !st; ++i) {
+    ptr[i] = raw + offset * sizeof(float);
+    st = FG_CU(err, rt->cu->cuMemcpyHtoD(ptr[i], host[i], counts[i] * sizeof(float)));
+    offset += counts[i];
+  }
+  if (!st) {
+    void *args[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &ptr[5], &s->params};
+    size_t floats = v->params_bytes / sizeof(float);
+    unsigned blocks = (unsigned)((floats + (size_t)v->pack_threads - 1) / (size_t)v->pack_threads);
+    CUlaunchConfig cfg = {.gridDimX = blocks > 65535 ? 65535 : blocks,
+                          .gridDimY = 1, .gridDimZ = 1,
+                          .blockDimX = (unsigned)v->pack_threads,
+                          .blockDimY = 1, .blockDimZ = 1};
+    st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->pack, args, NULL));
+  }
+  if (!st) st = FG_CU(err, rt->cu->cuCtxSynchronize());
+  if (raw) rt->cu->cuMemFree(raw);
+  return st;
+}
+
+flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
+                                     const flowgen_spec *spec,
+                                     const flowrt_weights *weights,
+                                     flowrt_sampler **out, flowgen_error *err) {
+  *out = NULL;
+  if (!rt || !spec || !weights)
+    return fg_fail(err, FLOWGEN_INVALID, "runtime, spec and weights are required");
+  flowgen_status st = flowgen_spec_validate(spec, err);
+  if (st) return st;
+  if (weights->dim != spec->dim || weights->hidden != flowgen_spec_hidden(spec))
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "the weights are D=%d, H=%d but the spec asks for D=%d, H=%d",
+                   weights->dim, weights->hidden, spec->dim,
+                   flowgen_spec_hidden(spec));
+  flowrt_sampler *s = calloc(1, sizeof *s);
+  if (!s) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  s->rt = rt;
+  s->dim = spec->dim;
+  flowgen_spec resolved = *spec;
+  resolved.arch = rt->compile_arch;
+
+  pthread_mutex_lock(&rt->lock);
+  st = push_ctx(rt, err);
+  if (!st) {
+    double t0 = fg_now_ms();
+    st = get_module(rt, &resolved, &s->stats, &s->mod, err);
+    s->stats.module_ms = fg_now_ms() - t0;
+    if (!st) {
+      t0 = fg_now_ms();
+      st = upload_weights(s, weights, err);
+      s->stats.upload_ms = fg_now_ms() - t0;
+    }
+    if (st) {
+      if (s->params) rt->cu->cuMemFree(s->params);
+      if (s->mod) put_module(s->mod);
+    }
+    pop_ctx(rt);
+  }
+  pthread_mutex_unlock(&rt->lock);
+  if (st) {
+    free(s);
+    return st;
+  }
+  *out = s;
+  return FLOWGEN_OK;
+}
+
+void flowrt_sampler_destroy(flowrt_sampler *s) {
+  if (!s) return;
+  flowrt_runtime *rt = s->rt;
+  pthread_mutex_lock(&rt->lock);
+  if (push_ctx(rt, NULL) == FLOWGEN_OK) {
+    if (s->params) rt->cu->cuMemFree(s->params);
+    pop_ctx(rt);
+  }
+  put_module(s->mod);
+  pthread_mutex_unlock(&rt->lock);
+  free(s);
+}
+
+const flowrt_stats *flowrt_sampler_stats(const flowrt_sampler *s) {
+  return &s->stats;
+}
+
+const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *s) {
+  return s->mod->kernel;
+}
+
+flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
+                             int64_t batch, void *stream, flowgen_error *err) {
+  if (batch < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
+  if (batch == 0) return FLOWGEN_OK;
+  if (!x0 || !x) return fg_fail(err, FLOWGEN_INVALID, "x0 and x must be device pointers");
+  const flowgen_kernel *k = s->mod->kernel;
+  const flowgen_variant *v = flowgen_kernel_pick(k, batch);
+  if (!v)
+    return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
+                   (long long)batch);
+  int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block;
+  blocks = (blocks + v->cluster_blocks - 1) / v->cluster_blocks * v->cluster_blocks;
+  if (blocks > 0x7fffffff)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
+                   (long long)batch);
+  CUlaunchAttribute cluster = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+  cluster.value.clusterDim.x = (unsigned)v->cluster_blocks;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  CUlaunchConfig cfg = {.gridDimX = (unsigned)blocks, .gridDimY = 1, .gridDimZ = 1,
+                        .blockDimX = (unsigned)v->block_threads,
+                        .blockDimY = 1, .blockDimZ = 1,
+                        .sharedMemBytes = (unsigned)v->shared_bytes,
+                        .hStream = (CUstream)stream,
+                        .attrs = v->cluster_blocks > 1 ? &cluster : NULL,
+                        .numAttrs = v->cluster_blocks > 1 ? 1 : 0};
+  CUdeviceptr in = (CUdeviceptr)x0, outp = (CUdeviceptr)x;
+  long long rows = batch;
+  void *args[] = {&in, &outp, &rows, &s->params};
+  int index = (int)(v - flowgen_kernel_variant(k, 0));
+  flowrt_runtime *rt = s->rt;
+  flowgen_status st = push_ctx(rt, err);
+  if (st) return st;
+  st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL));
+  pop_ctx(rt);
+  return st;
+}
+
+flowgen_status flowrt_sample_host(flowrt_sampler *s, const float *x0, float *x,
+                                  int64_t batch, flowgen_error *err) {
+  if (batch < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
+  if (batch == 0) return FLOWGEN_OK;
+  flowrt_runtime *rt = s->rt;
+  size_t bytes = (size_t)batch * (size_t)s->dim * sizeof(float);
+  CUdeviceptr buf = 0;
+  flowgen_status st = push_ctx(rt, err);
+  if (st) return st;
+  st = FG_CU(err, rt->cu->cuMemAlloc(&buf, bytes));
+  if (!st) st = FG_CU(err, rt->cu->cuMemcpyHtoD(buf, x0, bytes));
+  if (!st) st = flowrt_sample(s, buf, buf, batch, NULL, err);
+  if (!st) st = FG_CU(err, rt->cu->cuMemcpyDtoH(x, buf, bytes));
+  if (buf) rt->cu->cuMemFree(buf);
+  pop_ctx(rt);
+  return st;
+}
+
+/* ---- flowgen cache warm -------------------------------------------------- */
+
+flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
+                                 const char *template_dir, bool *was_cached,
+                                 flowgen_error *err) {
+  char path[FG_PATH_MAX];
+  flowgen_status st = fg_cache_resolve_dir(dir, path, sizeof path, err);
+  if (!st) st = fg_cache_open(path, err);
+  if (st) return st;
+  const fg_nvrtc_api *nvrtc = fg_nvrtc(err);
+  if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;
+  flowgen_kernel *k = NULL;
+  flowgen_options gen_opts = {.template_dir = template_dir};
+  if ((st = flowgen_generate(spec, &gen_opts, &k, err))) return st;
+  const char *src = flowgen_kernel_source(k);
+  size_t size = flowgen_kernel_source_size(k);
+  char *key = fg_module_key(src, size, spec->arch, FLOWRT_TARGET_CUBIN, nvrtc->version);
+  fg_cache_result found = FG_CACHE_MISS;
+  void *image = NULL;
+  size_t image_size = 0;
+  if (!key) st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  /* An unreadable entry counts as a miss: it is rebuilt and replaced. */
+  if (!st && fg_cache_get(path, key, &found, &image, &image_size, NULL))
+    found = FG_CACHE_MISS;
+  if (!st && found != FG_CACHE_HIT) {
+    char name[FLOWGEN_NAME_MAX + 80];
+    flowgen_spec_symbol(spec, name, sizeof name - 4);
+    strcat(name, ".cu");
+    st = flowrt_compile(src, size, name, spec->arch, FLOWRT_TARGET_CUBIN, false,
+                        &image, &image_size, NULL, err);
+    if (!st) st = fg_cache_put(path, key, image, image_size, err);
+  }
+  if (!st && was_cached) *was_cached = found == FG_CACHE_HIT;
+  free(image);
+  free(key);
+  flowgen_kernel_free(k);
+  return st;
+}

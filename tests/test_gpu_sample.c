@@ -1,0 +1,263 @@
+/* GPU: generated kernels against the fp64 reference, launched through the
+ * runtime.  Skips itself without a GPU (fails with FLOWGEN_REQUIRE_GPU=1). */
+#include "support.h"
+
+#include "cuda_api.h"
+#include "flowrt.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gpu_fixture {
+  flowrt_runtime *rt;
+  char *cache_dir;
+} gpu_fixture;
+
+static int setup(void **state) {
+  gpu_fixture *f = calloc(1, sizeof *f);
+  *state = f;
+  if (!fg_test_have_gpu()) return 0;
+  f->cache_dir = fg_test_mkdtemp();
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir};
+  flowgen_error err;
+  if (flowrt_open(&opts, &f->rt, &err)) {
+    fprintf(stderr, "flowrt_open: %s\n", err.message);
+    return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  gpu_fixture *f = *state;
+  flowrt_close(f->rt);
+  if (f->cache_dir) fg_test_rmtree(f->cache_dir);
+  free(f->cache_dir);
+  free(f);
+  return 0;
+}
+
+/* Weights as PyTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
+  flowrt_weights *w = NULL;
+  assert_int_equal(flowrt_weights_alloc(dim, hidden, &w, NULL), FLOWGEN_OK);
+  float s1 = 1.0f / sqrtf((float)(dim + 1)), s2 = 1.0f / sqrtf((float)hidden);
+  fg_test_fill_uniform(w->w1, (size_t)hidden * (dim + 1), seed + 1, s1);
+  fg_test_fill_uniform(w->b1, (size_t)hidden, seed + 2, s1);
+  fg_test_fill_uniform(w->w2, (size_t)hidden * hidden, seed + 3, s2);
+  fg_test_fill_uniform(w->b2, (size_t)hidden, seed + 4, s2);
+  fg_test_fill_uniform(w->w3, (size_t)dim * hidden, seed + 5, s2);
+  fg_test_fill_uniform(w->b3, (size_t)dim, seed + 6, s2);
+  return w;
+}
+
+static flowgen_spec make_spec(int dim, int hidden, int steps) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = dim;
+  spec.hidden = hidden;
+  spec.steps = steps;
+  return spec;
+}
+
+/* ||x - ref|| / ||ref|| over rows [0, rows) of a batch x dim array; fails on
+ * any NaN (the poison). */
+static double relerr(const float *x, const double *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (isnan(x[i])) return INFINITY;
+    double d = x[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* Samples batch rows on the GPU and compares up to `checked` rows (spread
+ * over the batch) with the fp64 reference. */
+static double check_sampler(flowrt_sampler *s, const flowgen_spec *spec,
+                            const flowrt_weights *w, int64_t batch,
+                            int64_t checked, uint64_t seed) {
+  size_t n = (size_t)batch * spec->dim;
+  float *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
+  fg_test_fill_uniform(x0, n, seed, 2.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = NAN; /* poison */
+  flowgen_error err;
+  if (flowrt_sample_host(s, x0, x, batch, &err)) fail_msg("%s", err.message);
+  if (checked > batch) checked = batch;
+  int64_t stride = batch / checked;
+  float *sub_x0 = malloc((size_t)checked * spec->dim * sizeof(float));
+  float *sub_x = malloc((size_t)checked * spec->dim * sizeof(float));
+  double *ref = malloc((size_t)checked * spec->dim * sizeof(double));
+  for (int64_t r = 0; r < checked; ++r) {
+    memcpy(sub_x0 + r * spec->dim, x0 + r * stride * spec->dim, spec->dim * sizeof(float));
+    memcpy(sub_x + r * spec->dim, x + r * stride * spec->dim, spec->dim * sizeof(float));
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (isnan(x[i])) fail_msg("x[%zu] not written (batch %lld)", i, (long long)batch);
+  assert_int_equal(flowrt_reference_f64(spec, w, sub_x0, ref, checked, &err), FLOWGEN_OK);
+  double e = relerr(sub_x, ref, (size_t)checked * spec->dim);
+  free(x0);
+  free(x);
+  free(sub_x0);
+  free(sub_x);
+  free(ref);
+  return e;
+}
+
+static void test_matches_reference(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const int shapes[][3] = {
+      {64, 256, 32}, {3, 12, 5}, {2, 100, 7}, {17, 68, 9}, {128, 512, 16}, {1, 1, 3},
+  };
+  static const int64_t batches[] = {1, 7, 8, 1000, 65536};
+  uint64_t seed = fg_test_seed();
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
+    flowgen_spec spec = make_spec(shapes[i][0], shapes[i][1], shapes[i][2]);
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + i * 100);
+    flowrt_sampler *s = NULL;
+    flowgen_error err;
+    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+      double e = check_sampler(s, &spec, w, batches[b], 1000, seed + b);
+      printf("# D=%d H=%d S=%d B=%lld relerr=%.3e\n", spec.dim, spec.hidden,
+             spec.steps, (long long)batches[b], e);
+      assert_true(e <= 1e-6);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+}
+
+static void test_zero_batch_and_aliasing(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  flowgen_spec spec = make_spec(8, 32, 4);
+  flowrt_weights *w = random_weights(8, 32, fg_test_seed());
+  flowrt_sampler *s = NULL;
+  flowgen_error err;
+  assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sample(s, 0, 0, 0, NULL, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sample(s, 0, 0, -1, NULL, &err), FLOWGEN_INVALID);
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+}
+
+/* Captured into a CUDA graph and replayed, a sample gives the same bytes
+ * as a direct launch. */
+static void test_graph_capture(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  flowgen_spec spec = make_spec(64, 256, 32);
+  flowrt_weights *w = random_weights(64, 256, fg_test_seed() + 7);
+  flowrt_sampler *s = NULL;
+  flowgen_error err;
+  assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
+  const int64_t batch = 8;
+  size_t bytes = batch * 64 * sizeof(float);
+  float x0[8 * 64], direct[8 * 64], replay[8 * 64];
+  fg_test_fill_uniform(x0, 8 * 64, fg_test_seed(), 1.5f);
+  CUcontext ctx;
+  CUdevice dev;
+  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+  CUdeviceptr in, out;
+  CUstream stream;
+  assert_int_equal(cu->cuMemAlloc(&in, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&out, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(in, x0, bytes), CUDA_SUCCESS);
+  CUresult (*stream_create)(CUstream *, unsigned) = NULL;
+  CUresult (*begin)(CUstream, CUstreamCaptureMode) = NULL;
+  CUresult (*end)(CUstream, CUgraph *) = NULL;
+  CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
+  CUresult (*launch)(CUgraphExec, CUstream) = NULL;
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t) = NULL;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(h);
+  *(void **)&stream_create = dlsym(h, "cuStreamCreate");
+  *(void **)&begin = dlsym(h, "cuStreamBeginCapture_v2");
+  *(void **)&end = dlsym(h, "cuStreamEndCapture");
+  *(void **)&instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
+  *(void **)&launch = dlsym(h, "cuGraphLaunch");
+  *(void **)&memset32 = dlsym(h, "cuMemsetD32_v2");
+  assert_true(stream_create && begin && end && instantiate && launch && memset32);
+  assert_int_equal(stream_create(&stream, 0), CUDA_SUCCESS);
+
+  assert_int_equal(memset32(out, 0x7fc00000u, batch * 64), CUDA_SUCCESS); /* NaN */
+  assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(direct, out, bytes), CUDA_SUCCESS);
+
+  CUgraph graph;
+  CUgraphExec exec;
+  assert_int_equal(memset32(out, 0x7fc00000u, batch * 64), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
+  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
+  assert_int_equal(instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(replay, out, bytes), CUDA_SUCCESS);
+  assert_memory_equal(direct, replay, bytes);
+  for (int i = 0; i < 8 * 64; ++i) assert_false(isnan(direct[i]));
+
+  cu->cuMemFree(in);
+  cu->cuMemFree(out);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  cu->cuDevicePrimaryCtxRelease(dev);
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+}
+
+/* Two samplers of different shapes live side by side; a second sampler of
+ * the same spec is an in-memory hit; a fresh runtime finds the disk entry. */
+static void test_two_samplers_and_cache(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  uint64_t seed = fg_test_seed();
+  flowgen_spec a = make_spec(5, 40, 6), b = make_spec(12, 24, 3);
+  flowrt_weights *wa = random_weights(5, 40, seed), *wb = random_weights(12, 24, seed + 1);
+  flowrt_sampler *sa = NULL, *sb = NULL, *sa2 = NULL;
+  flowgen_error err;
+  assert_int_equal(flowrt_sampler_create(f->rt, &a, wa, &sa, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_create(f->rt, &b, wb, &sb, &err), FLOWGEN_OK);
+  assert_false(flowrt_sampler_stats(sa)->memory_hit);
+  assert_int_equal(flowrt_sampler_create(f->rt, &a, wa, &sa2, &err), FLOWGEN_OK);
+  assert_true(flowrt_sampler_stats(sa2)->memory_hit);
+  printf("# in-memory hit: %.1f us\n", flowrt_sampler_stats(sa2)->module_ms * 1e3);
+  assert_true(check_sampler(sa, &a, wa, 33, 33, seed) <= 1e-6);
+  assert_true(check_sampler(sb, &b, wb, 33, 33, seed) <= 1e-6);
+  assert_true(check_sampler(sa2, &a, wa, 33, 33, seed) <= 1e-6);
+  flowrt_sampler_destroy(sa);
+  flowrt_sampler_destroy(sb);
+  flowrt_sampler_destroy(sa2);
+
+  flowrt_runtime *fresh = NULL;
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir};
+  assert_int_equal(flowrt_open(&opts, &fresh, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_create(fresh, &a, wa, &sa, &err), FLOWGEN_OK);
+  assert_true(flowrt_sampler_stats(sa)->disk_hit);
+  assert_true(flowrt_sampler_stats(sa)->compile_ms == 0.0);
+  assert_true(check_sampler(sa, &a, wa, 9, 9, seed) <= 1e-6);
+  flowrt_sampler_destroy(sa);
+  flowrt_close(fresh);
+  flowrt_weights_free(wa);
+  flowrt_weights_free(wb);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matches_reference),
+      cmocka_unit_test(test_zero_batch_and_aliasing),
+      cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_two_samplers_and_cache),
+  };
+  return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);
+}
