@@ -36,13 +36,37 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu check asan clean install uninstall help
-all: cli lib
+.PHONY: all lib cli tests test test-gpu bench demo deps asan clean install uninstall help
+all: cli lib $(BUILD)/bench
+
+# Debian packages the build needs; `make deps` installs the missing ones
+# (as root) or prints the command that would.
+DEB_PACKAGES := make gcc pkg-config liblua5.4-dev libjansson-dev libxxhash-dev libcmocka-dev
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all present"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+	else echo "deps: missing:" $$missing; echo "run: sudo apt-get install -y" $$missing; exit 1; fi
+	@command -v $(NVCC) >/dev/null || { echo "deps: the CUDA toolkit (nvcc, NVRTC) is not on PATH; install it from NVIDIA"; exit 1; }
+
+# The main job: a kernel for the default shape, its launch configuration,
+# and samples from the demo model (on the GPU where there is one, else the
+# fp64 CPU reference).
+demo: cli
+	@mkdir -p $(BUILD)/demo
+	$(BUILD)/flowgen --dim 64 --steps 32 -o $(BUILD)/demo/flow_d64_h256_s32_fp32.cu
+	$(BUILD)/flowgen --dim 64 --steps 32 --describe
+	$(BUILD)/flowgen sample --weights examples/models/demo_d64_h256.safetensors \
+	  --steps 32 --batch 8 --seed 1 -o $(BUILD)/demo/samples.npy -v
+	@echo "wrote $(BUILD)/demo/flow_d64_h256_s32_fp32.cu and $(BUILD)/demo/samples.npy"
 
 help:
+	@echo "make deps       install the Debian packages the build needs"
 	@echo "make            build the library and build/flowgen"
+	@echo "make demo       write the default kernel and sample the demo model"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
+	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up"
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
 	@echo "make clean"
@@ -74,6 +98,12 @@ $(BUILD)/libflowgen.a: $(LIB_OBJ)
 
 $(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowgen.a
 	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench: $(BUILD)/obj/bench/bench.o $(BUILD)/libflowgen.a
+	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
+
+bench: $(BUILD)/bench
+	$(BUILD)/bench --json $(BUILD)/bench.json
 
 # ---- tests ------------------------------------------------------------------
 # cmocka is linked dynamically; its library is copied next to the tests so the

@@ -1,0 +1,492 @@
+/* flowgen benchmark: device time of the generated kernels against the fp64
+ * reference and a naive baseline (one block per sample, weights read from
+ * global memory), plus start-up costs (cold compile, disk hit, memory hit)
+ * and the host cost of one launch.
+ *
+ * Method: CUDA events around each launch, warm-up first, median of many
+ * runs; inputs drawn at random (several sets, rotated), the output poisoned
+ * with NaN before every run and checked for unwritten elements; error as
+ * relative L2 norm against the fp64 reference.
+ *
+ * usage: bench [--quick] [--json FILE] [--shapes D,H,S;...] [--batches B,...]
+ */
+#include "cuda_api.h"
+#include "flowrt.h"
+#include "module_cache.h"
+
+#include <dlfcn.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK(call)                                                         \
+  do {                                                                      \
+    CUresult r_ = (call);                                                   \
+    if (r_ != CUDA_SUCCESS) {                                               \
+      const char *n_ = "?";                                                 \
+      fg_cuda(NULL)->cuGetErrorName(r_, &n_);                               \
+      fprintf(stderr, "bench: %s:%d: %s failed: %s\n", __FILE__, __LINE__,  \
+              #call, n_);                                                   \
+      exit(5);                                                              \
+    }                                                                       \
+  } while (0)
+
+#define FLOWGEN_CHECK(call)                                                 \
+  do {                                                                      \
+    flowgen_error e_;                                                       \
+    if ((call) != FLOWGEN_OK) {                                             \
+      fprintf(stderr, "bench: %s:%d: %s\n", __FILE__, __LINE__, e_.message); \
+      exit(flowgen_exit_code(e_.status));                                   \
+    }                                                                       \
+  } while (0)
+#define ERR (&e_)
+
+/* Driver calls the runtime itself does not need. */
+static struct {
+  CUresult (*event_create)(CUevent *, unsigned);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_sync)(CUevent);
+  CUresult (*event_elapsed)(float *, CUevent, CUevent);
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t);
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, unsigned, CUstream, void **, void **);
+} drv;
+
+static void load_extra_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) {
+    fprintf(stderr, "bench: libcuda.so.1 is not loaded\n");
+    exit(5);
+  }
+  *(void **)&drv.event_create = dlsym(h, "cuEventCreate");
+  *(void **)&drv.event_record = dlsym(h, "cuEventRecord");
+  *(void **)&drv.event_sync = dlsym(h, "cuEventSynchronize");
+  *(void **)&drv.event_elapsed = dlsym(h, "cuEventElapsedTime_v2");
+  if (!drv.event_elapsed) *(void **)&drv.event_elapsed = dlsym(h, "cuEventElapsedTime");
+  *(void **)&drv.memset32 = dlsym(h, "cuMemsetD32_v2");
+  *(void **)&drv.launch = dlsym(h, "cuLaunchKernel");
+  if (!drv.event_create || !drv.event_record || !drv.event_sync ||
+      !drv.event_elapsed || !drv.memset32 || !drv.launch) {
+    fprintf(stderr, "bench: the driver lacks event or memset functions\n");
+    exit(5);
+  }
+}
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+static double uniform(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static void fill(float *p, size_t n, float scale) {
+  for (size_t i = 0; i < n; ++i) p[i] = (float)((2 * uniform() - 1) * scale);
+}
+
+static flowrt_weights *random_weights(int D, int H) {
+  flowrt_weights *w = NULL;
+  FLOWGEN_CHECK(flowrt_weights_alloc(D, H, &w, ERR));
+  float s1 = 1 / sqrtf(D + 1.0f), s2 = 1 / sqrtf((float)H);
+  fill(w->w1, (size_t)H * (D + 1), s1);
+  fill(w->b1, H, s1);
+  fill(w->w2, (size_t)H * H, s2);
+  fill(w->b2, H, s2);
+  fill(w->w3, (size_t)D * H, s2);
+  fill(w->b3, D, s2);
+  return w;
+}
+
+/* ---- the naive baseline ------------------------------------------------------ */
+
+/* One block per sample, hidden activations in shared memory, every weight
+ * read from global memory (PyTorch layout) at every step. */
+static const char baseline_source[] =
+    "extern \"C\" __global__ void baseline(const float* x0, float* x, long long batch,\n"
+    "    const float* w1, const float* b1, const float* w2, const float* b2,\n"
+    "    const float* w3, const float* b3, int D, int H, int S)\n"
+    "{\n"
+    "  extern __shared__ float s[];\n"
+    "  float* xs = s; float* h1 = s + D; float* h2 = h1 + H;\n"
+    "  const long long r = blockIdx.x;\n"
+    "  for (int i = threadIdx.x; i < D; i += blockDim.x) xs[i] = x0[r * D + i];\n"
+    "  __syncthreads();\n"
+    "  for (int k = 0; k < S; ++k) {\n"
+    "    const float t = (k + 0.5f) / S;\n"
+    "    for (int j = threadIdx.x; j < H; j += blockDim.x) {\n"
+    "      float a = b1[j] + w1[j * (D + 1) + D] * t;\n"
+    "      for (int i = 0; i < D; ++i) a += w1[j * (D + 1) + i] * xs[i];\n"
+    "      h1[j] = a / (1.0f + expf(-a));\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    for (int j = threadIdx.x; j < H; j += blockDim.x) {\n"
+    "      float a = b2[j];\n"
+    "      for (int i = 0; i < H; ++i) a += w2[j * H + i] * h1[i];\n"
+    "      h2[j] = a / (1.0f + expf(-a));\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    for (int j = threadIdx.x; j < D; j += blockDim.x) {\n"
+    "      float a = b3[j];\n"
+    "      for (int i = 0; i < H; ++i) a += w3[j * H + i] * h2[i];\n"
+    "      xs[j] += a / S;\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  for (int i = threadIdx.x; i < D; i += blockDim.x) x[r * D + i] = xs[i];\n"
+    "}\n";
+
+typedef struct baseline {
+  CUmodule module;
+  CUfunction fn;
+  CUdeviceptr w[6];
+} baseline;
+
+static void baseline_init(baseline *b, const flowrt_weights *w, int arch) {
+  void *image = NULL;
+  size_t size = 0;
+  FLOWGEN_CHECK(flowrt_compile(baseline_source, strlen(baseline_source), "baseline.cu",
+                               arch, FLOWRT_TARGET_CUBIN, false, &image, &size, NULL, ERR));
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CHECK(cu->cuModuleLoadData(&b->module, image));
+  free(image);
+  CHECK(cu->cuModuleGetFunction(&b->fn, b->module, "baseline"));
+  const size_t D = w->dim, H = w->hidden;
+  const size_t n[6] = {H * (D + 1), H, H * H, H, D * H, D};
+  const float *src[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  for (int i = 0; i < 6; ++i) {
+    CHECK(cu->cuMemAlloc(&b->w[i], n[i] * 4));
+    CHECK(cu->cuMemcpyHtoD(b->w[i], src[i], n[i] * 4));
+  }
+}
+
+static void baseline_free(baseline *b) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  for (int i = 0; i < 6; ++i) cu->cuMemFree(b->w[i]);
+  cu->cuModuleUnload(b->module);
+}
+
+/* ---- timing ------------------------------------------------------------------ */
+
+typedef struct timing {
+  double median_us, min_us, max_us;
+} timing;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct run_ctx {
+  flowrt_sampler *sampler; /* or NULL for the baseline */
+  baseline *base;
+  const flowgen_spec *spec;
+  CUdeviceptr *x0;         /* input sets, rotated */
+  int sets;
+  CUdeviceptr x;
+  int64_t batch;
+  CUstream stream;
+} run_ctx;
+
+static void launch(const run_ctx *c, int set) {
+  if (c->sampler) {
+    FLOWGEN_CHECK(flowrt_sample(c->sampler, c->x0[set], c->x, c->batch, c->stream, ERR));
+    return;
+  }
+  int D = c->spec->dim, H = flowgen_spec_hidden(c->spec), S = c->spec->steps;
+  long long batch = c->batch;
+  void *args[] = {&c->x0[set], (void *)&c->x, &batch, &c->base->w[0], &c->base->w[1],
+                  &c->base->w[2], &c->base->w[3], &c->base->w[4], &c->base->w[5],
+                  &D, &H, &S};
+  CHECK(drv.launch(c->base->fn, (unsigned)c->batch, 1, 1, 256, 1, 1,
+                   (unsigned)((D + 2 * H) * 4), c->stream, args, NULL));
+}
+
+static timing time_runs(const run_ctx *c, int warmup, int runs) {
+  CUevent start, stop;
+  CHECK(drv.event_create(&start, 0));
+  CHECK(drv.event_create(&stop, 0));
+  size_t n = (size_t)c->batch * c->spec->dim;
+  for (int i = 0; i < warmup; ++i) launch(c, i % c->sets);
+  double *t = malloc(sizeof(double) * runs);
+  for (int i = 0; i < runs; ++i) {
+    CHECK(drv.memset32(c->x, 0x7fc00000u, n)); /* poison: NaN */
+    CHECK(drv.event_record(start, c->stream));
+    launch(c, i % c->sets);
+    CHECK(drv.event_record(stop, c->stream));
+    CHECK(drv.event_sync(stop));
+    float ms = 0;
+    CHECK(drv.event_elapsed(&ms, start, stop));
+    t[i] = ms * 1e3;
+  }
+  qsort(t, runs, sizeof *t, cmp_double);
+  timing r = {t[runs / 2], t[0], t[runs - 1]};
+  free(t);
+  return r;
+}
+
+/* Relative L2 error of the last run's output (input set `set`) on up to
+ * 256 rows spread over the batch; NaN if any element was left unwritten. */
+static double check_output(const run_ctx *c, const flowrt_weights *w,
+                           const float *host_x0, int set) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  size_t D = c->spec->dim, n = (size_t)c->batch * D;
+  CHECK(drv.memset32(c->x, 0x7fc00000u, n));
+  launch(c, set);
+  CHECK(cu->cuCtxSynchronize());
+  float *x = malloc(n * 4);
+  CHECK(cu->cuMemcpyDtoH(x, c->x, n * 4));
+  for (size_t i = 0; i < n; ++i)
+    if (isnan(x[i])) {
+      free(x);
+      return NAN;
+    }
+  int64_t rows = c->batch < 256 ? c->batch : 256, stride = c->batch / rows;
+  float *sub0 = malloc(rows * D * 4);
+  double *ref = malloc(rows * D * 8);
+  for (int64_t r = 0; r < rows; ++r)
+    memcpy(sub0 + r * D, host_x0 + (size_t)set * n + r * stride * D, D * 4);
+  FLOWGEN_CHECK(flowrt_reference_f64(c->spec, w, sub0, ref, rows, ERR));
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t d = 0; d < D; ++d) {
+      double diff = x[r * stride * D + d] - ref[r * D + d];
+      num += diff * diff;
+      den += ref[r * D + d] * ref[r * D + d];
+    }
+  free(x);
+  free(sub0);
+  free(ref);
+  return sqrt(num / den);
+}
+
+/* ---- one shape --------------------------------------------------------------- */
+
+typedef struct options {
+  bool quick;
+  const char *json_path;
+  int shapes[16][3];
+  int shape_count;
+  int64_t batches[32];
+  int batch_count;
+} options;
+
+static double flops_per_sample(const flowgen_spec *s) {
+  double D = s->dim, H = flowgen_spec_hidden(s);
+  return 2.0 * s->steps * ((D + 1) * H + H * H + H * D);
+}
+
+static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
+                        json_t *results) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = shape[0];
+  spec.hidden = shape[1];
+  spec.steps = shape[2];
+  flowrt_weights *w = random_weights(spec.dim, flowgen_spec_hidden(&spec));
+  flowrt_sampler *s = NULL;
+  FLOWGEN_CHECK(flowrt_sampler_create(rt, &spec, w, &s, ERR));
+  baseline base;
+  baseline_init(&base, w, flowgen_kernel_spec(flowrt_sampler_kernel(s))->arch);
+
+  int64_t max_batch = 0;
+  for (int i = 0; i < o->batch_count; ++i)
+    if (o->batches[i] > max_batch) max_batch = o->batches[i];
+  const int sets = 3;
+  size_t max_n = (size_t)max_batch * spec.dim;
+  float *host = malloc(max_n * sets * 4);
+  CUdeviceptr x0[3], x;
+  for (int i = 0; i < sets; ++i) CHECK(cu->cuMemAlloc(&x0[i], max_n * 4));
+  CHECK(cu->cuMemAlloc(&x, max_n * 4));
+
+  for (int bi = 0; bi < o->batch_count; ++bi) {
+    int64_t batch = o->batches[bi];
+    size_t n = (size_t)batch * spec.dim;
+    fill(host, n * sets, 2.0f);
+    for (int i = 0; i < sets; ++i) CHECK(cu->cuMemcpyHtoD(x0[i], host + i * n, n * 4));
+    run_ctx c = {s, NULL, &spec, x0, sets, x, batch, NULL};
+    int runs = o->quick ? 20 : (batch >= 65536 ? 30 : 100);
+    timing t = time_runs(&c, 5, runs);
+    double err = check_output(&c, w, host, 1);
+    const flowgen_variant *v = flowgen_kernel_pick(flowrt_sampler_kernel(s), batch);
+    double tflops = flops_per_sample(&spec) * batch / (t.median_us * 1e-6) / 1e12;
+
+    run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL};
+    timing tb = {NAN, NAN, NAN};
+    double berr = NAN;
+    if (batch <= 65536) {
+      tb = time_runs(&b, 2, o->quick ? 5 : (batch >= 4096 ? 10 : 30));
+      berr = check_output(&b, w, host, 2);
+    }
+    printf("D=%-4d H=%-4d S=%-4d B=%-8lld %-8s %10.2f us [%9.2f, %9.2f] %8.3f TFLOP/s  "
+           "relerr %.2e | baseline %10.2f us relerr %.2e\n",
+           spec.dim, spec.hidden, spec.steps, (long long)batch, v->strategy, t.median_us,
+           t.min_us, t.max_us, tflops, err, tb.median_us, berr);
+    fflush(stdout);
+    json_array_append_new(
+        results, json_pack("{s:i, s:i, s:i, s:I, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                           "dim", spec.dim, "hidden", spec.hidden, "steps", spec.steps,
+                           "batch", (json_int_t)batch, "precision", "fp32", "strategy",
+                           v->strategy, "median_us", t.median_us, "min_us", t.min_us,
+                           "max_us", t.max_us, "tflops", tflops, "relerr",
+                           isnan(err) ? -1.0 : err, "baseline_median_us",
+                           isnan(tb.median_us) ? -1.0 : tb.median_us, "baseline_relerr",
+                           isnan(berr) ? -1.0 : berr));
+  }
+  for (int i = 0; i < sets; ++i) cu->cuMemFree(x0[i]);
+  cu->cuMemFree(x);
+  free(host);
+  baseline_free(&base);
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+}
+
+/* ---- start-up and host costs ------------------------------------------------ */
+
+static void bench_startup(json_t *root) {
+  char dir[] = "/tmp/flowgen-bench-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowrt_weights *w = random_weights(64, 256);
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = dir};
+  double cold = 0, warm = 0, memory = 0, warm_first_launch = 0, open_ms = 0;
+  for (int round = 0; round < 2; ++round) {
+    flowrt_runtime *rt = NULL;
+    double t0 = fg_now_ms();
+    FLOWGEN_CHECK(flowrt_open(&opts, &rt, ERR));
+    double t1 = fg_now_ms();
+    flowrt_sampler *s = NULL, *s2 = NULL;
+    FLOWGEN_CHECK(flowrt_sampler_create(rt, &spec, w, &s, ERR));
+    const fg_cuda_api *cu = fg_cuda(NULL);
+    CUdeviceptr x;
+    CUcontext ctx;
+    CUdevice dev;
+    CHECK(cu->cuDeviceGet(&dev, 0));
+    CHECK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cu->cuCtxPushCurrent(ctx));
+    CHECK(cu->cuMemAlloc(&x, 8 * 64 * 4));
+    float host[8 * 64];
+    fill(host, 8 * 64, 1.0f);
+    CHECK(cu->cuMemcpyHtoD(x, host, sizeof host));
+    FLOWGEN_CHECK(flowrt_sample(s, x, x, 8, NULL, ERR));
+    CHECK(cu->cuCtxSynchronize());
+    double t2 = fg_now_ms();
+    const flowrt_stats *st = flowrt_sampler_stats(s);
+    if (round == 0) {
+      cold = st->module_ms;
+      open_ms = t1 - t0;
+    } else {
+      warm = st->module_ms;
+      warm_first_launch = t2 - t1;
+      if (!st->disk_hit) fprintf(stderr, "bench: expected a disk hit\n");
+    }
+    FLOWGEN_CHECK(flowrt_sampler_create(rt, &spec, w, &s2, ERR));
+    memory = flowrt_sampler_stats(s2)->module_ms;
+    if (round == 1) {
+      /* Host cost of one launch: enqueue only. */
+      double *t = malloc(sizeof(double) * 2000);
+      for (int i = 0; i < 2000; ++i) {
+        double a = fg_now_ms();
+        FLOWGEN_CHECK(flowrt_sample(s, x, x, 8, NULL, ERR));
+        t[i] = (fg_now_ms() - a) * 1e3;
+        if (i % 100 == 99) CHECK(cu->cuCtxSynchronize());
+      }
+      CHECK(cu->cuCtxSynchronize());
+      qsort(t, 2000, sizeof *t, cmp_double);
+      printf("host cost of one flowrt_sample call (enqueue, B=8): median %.2f us, min %.2f us\n",
+             t[1000], t[0]);
+      json_object_set_new(root, "launch_host_us", json_real(t[1000]));
+      free(t);
+    }
+    cu->cuMemFree(x);
+    CUcontext popped;
+    cu->cuCtxPopCurrent(&popped);
+    cu->cuDevicePrimaryCtxRelease(dev);
+    flowrt_sampler_destroy(s);
+    flowrt_sampler_destroy(s2);
+    flowrt_close(rt);
+  }
+  printf("start-up, D=64 H=256 S=32: runtime open %.1f ms; module: cold (generate + NVRTC + load) "
+         "%.1f ms, warm (disk hit) %.2f ms, memory hit %.2f us; warm sampler_create to first "
+         "result %.2f ms\n",
+         open_ms, cold, warm, memory * 1e3, warm_first_launch);
+  json_object_set_new(root, "startup",
+                      json_pack("{s:f, s:f, s:f, s:f, s:f}", "open_ms", open_ms, "cold_ms", cold,
+                                "warm_disk_ms", warm, "memory_hit_us", memory * 1e3,
+                                "warm_to_first_result_ms", warm_first_launch));
+  flowrt_cache_clear(dir, NULL, NULL);
+  rmdir(dir);
+  flowrt_weights_free(w);
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static void parse(int argc, char **argv, options *o) {
+  static const int default_shapes[][3] = {{64, 256, 32}, {2, 8, 32}, {128, 512, 32}};
+  static const int64_t default_batches[] = {1, 8, 64, 1000, 4096, 65536};
+  memcpy(o->shapes, default_shapes, sizeof default_shapes);
+  o->shape_count = 3;
+  memcpy(o->batches, default_batches, sizeof default_batches);
+  o->batch_count = 6;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      o->quick = true;
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      o->json_path = argv[++i];
+    } else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) {
+      o->shape_count = 0;
+      for (char *p = strtok(argv[++i], ";"); p && o->shape_count < 16; p = strtok(NULL, ";"))
+        if (sscanf(p, "%d,%d,%d", &o->shapes[o->shape_count][0],
+                   &o->shapes[o->shape_count][1], &o->shapes[o->shape_count][2]) == 3)
+          o->shape_count++;
+    } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
+      o->batch_count = 0;
+      for (char *p = strtok(argv[++i], ","); p && o->batch_count < 32; p = strtok(NULL, ","))
+        o->batches[o->batch_count++] = atoll(p);
+    } else {
+      fprintf(stderr, "usage: bench [--quick] [--json FILE] [--shapes D,H,S;...] [--batches B,...]\n");
+      exit(2);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  options o = {0};
+  parse(argc, argv, &o);
+  flowrt_runtime *rt = NULL;
+  flowrt_options opts = {.disk_cache = 0};
+  FLOWGEN_CHECK(flowrt_open(&opts, &rt, ERR));
+  load_extra_driver();
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdevice dev;
+  CUcontext ctx;
+  char name[256] = "?";
+  CHECK(cu->cuDeviceGet(&dev, 0));
+  CHECK(cu->cuDeviceGetName(name, sizeof name, dev));
+  CHECK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cu->cuCtxPushCurrent(ctx));
+  printf("flowgen %s bench on %s (NVRTC %d)\n", FLOWGEN_VERSION, name, flowrt_nvrtc_version());
+  json_t *root = json_pack("{s:s, s:s}", "gpu", name, "flowgen", FLOWGEN_VERSION);
+  json_t *results = json_array();
+  for (int i = 0; i < o.shape_count; ++i) bench_shape(rt, &o, o.shapes[i], results);
+  json_object_set_new(root, "results", results);
+  bench_startup(root);
+  if (o.json_path && json_dump_file(root, o.json_path, JSON_INDENT(1) | JSON_SORT_KEYS)) {
+    fprintf(stderr, "bench: cannot write %s\n", o.json_path);
+    return 1;
+  }
+  json_decref(root);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  cu->cuDevicePrimaryCtxRelease(dev);
+  flowrt_close(rt);
+  return 0;
+}
