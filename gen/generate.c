@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <lauxlib.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,10 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
   lua_setfield(L, -2, "host_launcher");
   lua_pushstring(L, FLOWGEN_VERSION);
   lua_setfield(L, -2, "version");
+  if (opts && opts->tune) {
+    lua_pushstring(L, opts->tune);
+    lua_setfield(L, -2, "tune");
+  }
 }
 
 /* ---- variants (plain tables, checked by the engine) -------------------- */
@@ -138,12 +143,20 @@ flowgen_status flowgen_generate(const flowgen_spec *spec,
   flowgen_kernel *k = calloc(1, sizeof *k);
   if (!k) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   k->spec = *spec;
+  /* Lua formats numbers with the C library: pin this thread to the "C"
+   * locale so a caller's decimal comma never reaches the CUDA source. */
+  locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+  locale_t previous = c_locale ? uselocale(c_locale) : (locale_t)0;
   fg_sandbox *sb = NULL;
   st = fg_sandbox_open(opts ? opts->template_dir : NULL,
                        opts ? opts->instruction_limit : 0,
                        opts ? opts->memory_limit : 0, &sb, err);
   if (!st) st = run_engine(sb, spec, opts, k, err);
   fg_sandbox_close(sb);
+  if (c_locale) {
+    uselocale(previous);
+    freelocale(c_locale);
+  }
   if (st) {
     flowgen_kernel_free(k);
     return st;
@@ -201,7 +214,7 @@ static json_t *variant_json(const flowgen_variant *v) {
       "rows_per_block", v->rows_per_block, "cluster_blocks", v->cluster_blocks,
       "shared_bytes", (json_int_t)v->shared_bytes, "params_bytes",
       (json_int_t)v->params_bytes, "grid",
-      "x = ceil(batch / rows_per_block)");
+      "x = ceil(batch / rows_per_block) * cluster_blocks");
 }
 
 char *flowgen_kernel_describe(const flowgen_kernel *k) {

@@ -102,11 +102,43 @@ static flowgen_status set_arch(int *field, const char *value,
   return FLOWGEN_OK;
 }
 
-static bool valid_name(const char *name) {
+static bool is_cxx_keyword(const char *name) {
+  static const char *const keywords[] = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor",
+      "bool", "break", "case", "catch", "char", "char8_t", "char16_t",
+      "char32_t", "class", "compl", "concept", "const", "consteval",
+      "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+      "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false",
+      "float", "for", "friend", "goto", "if", "inline", "int", "long",
+      "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr",
+      "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "return", "short", "signed", "sizeof",
+      "static", "static_assert", "static_cast", "struct", "switch", "template",
+      "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
+      "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+      "wchar_t", "while", "xor", "xor_eq"};
+  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; ++i)
+    if (strcmp(name, keywords[i]) == 0) return true;
+  return false;
+}
+
+static bool is_identifier(const char *name) {
   if (!(isalpha((unsigned char)name[0]) || name[0] == '_')) return false;
   for (const char *p = name; *p; ++p)
     if (!(isalnum((unsigned char)*p) || *p == '_')) return false;
   return true;
+}
+
+/* The name becomes symbols and a namespace: no C++ keyword, nothing the
+ * compiler reserves ("__" anywhere, "_" + capital). */
+static bool is_reserved(const char *name) {
+  return is_cxx_keyword(name) || strstr(name, "__") ||
+         (name[0] == '_' && isupper((unsigned char)name[1]));
+}
+
+static bool valid_name(const char *name) {
+  return is_identifier(name) && !is_reserved(name);
 }
 
 static flowgen_status set_name(char *field, const char *value,
@@ -115,10 +147,14 @@ static flowgen_status set_name(char *field, const char *value,
     return fg_fail(err, FLOWGEN_INVALID,
                    "--name: '%s' is longer than %d characters", value,
                    FLOWGEN_NAME_MAX - 1);
-  if (!valid_name(value))
+  if (!is_identifier(value))
     return fg_fail(err, FLOWGEN_INVALID,
                    "--name: '%s' is not a C identifier (letters, digits, '_'; "
                    "not starting with a digit)",
+                   value);
+  if (is_reserved(value))
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "--name: '%s' is a C++ keyword or a reserved identifier",
                    value);
   strcpy(field, value);
   return FLOWGEN_OK;

@@ -127,6 +127,8 @@ typedef struct flowgen_options {
   bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
   uint64_t instruction_limit; /* Lua VM instructions; 0 = default */
   size_t memory_limit;        /* bytes of Lua memory; 0 = default */
+  const char *tune;           /* planner overrides for experiments, e.g.
+                                 "cluster=16,rows=2" (NULL = none) */
 } flowgen_options;
 
 /* One kernel entry point of the generated source. */
@@ -137,8 +139,10 @@ typedef struct flowgen_variant {
   int64_t min_batch;          /* use this variant for batch sizes in */
   int64_t max_batch;          /*   [min_batch, max_batch]; -1 = no limit */
   int block_threads;          /* blockDim.x (blockDim.y = .z = 1) */
-  int rows_per_block;         /* samples per block: grid.x = ceil(B / rows) */
-  int cluster_blocks;         /* thread-block cluster size (1 = none) */
+  int rows_per_block;         /* samples per block, or per cluster when
+                                 cluster_blocks > 1 (its blocks share them) */
+  int cluster_blocks;         /* thread-block cluster size (1 = none);
+                                 grid.x = ceil(B / rows_per_block) * cluster_blocks */
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */
   int pack_threads;           /* blockDim.x of the packing kernel */

@@ -34,6 +34,7 @@ struct flowrt_runtime {
   int compile_arch;           /* clamped to what NVRTC supports */
   flowrt_target target;       /* cubin, or PTX past NVRTC's newest arch */
   char *template_dir;
+  char *tune;                 /* $FLOWGEN_TUNE: planner overrides */
   char cache_dir[FG_PATH_MAX];
   bool disk_cache;
   flowrt_warn_fn warn;
@@ -125,7 +126,9 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
   }
   flowgen_status st = FLOWGEN_OK;
   int count = 0, ordinal = opts ? opts->device : 0;
-  if (opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir)))
+  const char *tune = getenv("FLOWGEN_TUNE");
+  if ((opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir))) ||
+      (tune && *tune && !(rt->tune = strdup(tune))))
     st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   if (!st && !(rt->cu = fg_cuda(err))) st = err ? err->status : FLOWGEN_NO_DRIVER;
   if (!st) st = FG_CU(err, rt->cu->cuDeviceGetCount(&count));
@@ -168,6 +171,7 @@ void flowrt_close(flowrt_runtime *rt) {
   }
   pthread_mutex_destroy(&rt->lock);
   free(rt->template_dir);
+  free(rt->tune);
   free(rt);
 }
 
@@ -191,6 +195,10 @@ static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
   for (int i = 0; i < n && !st; ++i) {
     const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
     st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->functions[i], m->module, v->symbol));
+    if (!st && v->cluster_blocks > 8)
+      st = FG_CU(err, rt->cu->cuFuncSetAttribute(
+                          m->functions[i],
+                          CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
     if (!st && v->shared_bytes > 48 * 1024)
       st = FG_CU(err, rt->cu->cuFuncSetAttribute(
                           m->functions[i],
@@ -231,7 +239,7 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
 static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
                                  flowrt_stats *stats, fg_module **out,
                                  flowgen_error *err) {
-  bool by_spec = rt->template_dir == NULL;
+  bool by_spec = rt->template_dir == NULL && rt->tune == NULL;
   for (fg_module *m = rt->modules; m && by_spec; m = m->next) {
     if (m->by_spec && same_spec(&m->spec, spec)) {
       stats->memory_hit = true;
@@ -244,7 +252,7 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   if (!m) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   m->spec = *spec;
   m->by_spec = by_spec;
-  flowgen_options gen_opts = {.template_dir = rt->template_dir};
+  flowgen_options gen_opts = {.template_dir = rt->template_dir, .tune = rt->tune};
   double t0 = fg_now_ms();
   flowgen_status st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
   stats->generate_ms = fg_now_ms() - t0;
@@ -396,8 +404,7 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
   if (!v)
     return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
                    (long long)batch);
-  int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block;
-  blocks = (blocks + v->cluster_blocks - 1) / v->cluster_blocks * v->cluster_blocks;
+  int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
   if (blocks > 0x7fffffff)
     return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
                    (long long)batch);

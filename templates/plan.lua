@@ -90,6 +90,59 @@ local function tiled(spec, params_floats)
   }
 end
 
+-- Small-batch strategy: a thread-block cluster per `rows` samples, weights
+-- in registers across the cluster, two exchanges per step (cluster.cut).
+-- Returns nil when the shape does not split evenly.
+local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
+
+local function cluster(spec, params_floats, blocks, rows, max_batch)
+  local D, H, threads = spec.dim, spec.hidden, 256
+  if spec.arch < 90 or H % blocks ~= 0 then return nil end
+  local own = H // blocks
+  if threads % own ~= 0 or threads % D ~= 0 then return nil end
+  local lanes12, lanes3 = threads // own, threads // D
+  if not (is_pow2(lanes12) and lanes12 <= 32 and is_pow2(lanes3) and lanes3 <= 32) then
+    return nil
+  end
+  if D % (4 * lanes12) ~= 0 or H % (4 * lanes12) ~= 0 or own % (4 * lanes3) ~= 0 then
+    return nil
+  end
+  local weights_per_thread = D // lanes12 + H // lanes12 + own // lanes3
+  local static_shared = 4 * rows * (D + H + own + blocks * D) + 16
+  if weights_per_thread > 96 or static_shared > 48 * 1024 then return nil end
+  local name = string.format("cluster%d_r%d", blocks, rows)
+  return {
+    strategy = name,
+    namespace = name,
+    template = "cluster.cut",
+    symbol = spec.symbol .. "_" .. name,
+    pack_symbol = spec.symbol .. "_pack",
+    min_batch = 0, max_batch = max_batch,
+    block_threads = threads,
+    rows_per_block = rows,   -- samples per cluster
+    cluster_blocks = blocks,
+    shared_bytes = 0,
+    params_bytes = 4 * params_floats,
+    pack_threads = 256,
+    own = own,
+    lanes = {lanes12, lanes12, lanes3},
+  }
+end
+
+-- tune: "key=value,..." from FLOWGEN_TUNE, for experiments and benchmarks.
+local function parse_tune(text)
+  local t = {}
+  for key, value in string.gmatch(text or "", "([%w_]+)=([%w_.:]+)") do t[key] = value end
+  return t
+end
+
+local function list_of_ints(text, default)
+  if not text then return default end
+  local out = {}
+  for n in string.gmatch(text, "%d+") do out[#out + 1] = math.tointeger(tonumber(n)) end
+  return out
+end
+
 return function(spec)
   if spec.precision ~= "fp32" then
     refuse("precision " .. spec.precision .. " has no strategy yet")
@@ -97,11 +150,33 @@ return function(spec)
   if spec.solver ~= "euler" then
     refuse("solver " .. spec.solver .. " has no template yet")
   end
+  local tune = parse_tune(spec.tune)
   local segments, params_floats = params_layout(spec.dim, spec.hidden)
+  local variants = {}
+  -- Small batches: clusters of `blocks` blocks; a variant with r rows per
+  -- cluster serves batches up to r times the clusters an H100/H200 holds at
+  -- once (128 SMs' worth), so one wave of clusters covers the batch.
+  local blocks = math.tointeger(tonumber(tune.cluster or "8"))
+  local covered = 0
+  if tune.strategy ~= "tiled" then
+    for _, rows in ipairs(list_of_ints(tune.rows, {1, 4})) do
+      local limit = rows * (128 // blocks)
+      local v = cluster(spec, params_floats, blocks, rows, limit)
+      if v and limit > covered then
+        v.min_batch = covered + 1
+        variants[#variants + 1] = v
+        covered = limit
+      end
+    end
+  end
+  local general = tiled(spec, params_floats)
+  general.min_batch = covered > 0 and covered + 1 or 0
+  if #variants > 0 then variants[1].min_batch = 0 end
+  variants[#variants + 1] = general
   return {
     template = "file.cut",
     params = segments,
     params_floats = params_floats,
-    variants = {tiled(spec, params_floats)},
+    variants = variants,
   }
 end

@@ -113,7 +113,7 @@ static void test_matches_reference(void **state) {
   static const int shapes[][3] = {
       {64, 256, 32}, {3, 12, 5}, {2, 100, 7}, {17, 68, 9}, {128, 512, 16}, {1, 1, 3},
   };
-  static const int64_t batches[] = {1, 7, 8, 1000, 65536};
+  static const int64_t batches[] = {1, 7, 8, 33, 64, 1000, 65536};
   uint64_t seed = fg_test_seed();
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
     flowgen_spec spec = make_spec(shapes[i][0], shapes[i][1], shapes[i][2]);
