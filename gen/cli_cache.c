@@ -38,7 +38,7 @@ static int cache_warm(int argc, char **argv, const char *dir) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   const char *template_dir = NULL;
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   for (int i = 1; i < argc; ++i) {
     const char *value = NULL;
     int taken = fg_cli_spec_option(argc, argv, &i, &spec, &err);
@@ -81,7 +81,7 @@ int fg_cli_cache(int argc, char **argv) {
     else if (strcmp(command, "warm") != 0)
       return fg_cli_usage_error("cache: unexpected argument '%s'", argv[i]);
   }
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   if (strcmp(command, "dir") == 0) {
     char path[4096];
     if (dir) snprintf(path, sizeof path, "%s", dir);

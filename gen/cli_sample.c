@@ -52,7 +52,7 @@ static int parse_long(const char *flag, const char *value, long long min,
 
 /* Returns -1 to go on, else the exit code. */
 static int parse_sample(int argc, char **argv, sample_args *a) {
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   flowgen_spec_default(&a->spec);
   a->batch = -1;
   for (int i = 1; i < argc; ++i) {
@@ -209,7 +209,7 @@ int fg_cli_sample(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   int code = parse_sample(argc, argv, &a);
   if (code >= 0) return code;
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   flowrt_weights *w = NULL;
   double t0 = now_ms();
   flowgen_status st = flowrt_weights_load(a.weights, a.prefix, a.dim_given ? a.spec.dim : 0,

@@ -13,6 +13,7 @@
 -- line numbers.
 
 local read_template = ...  -- C function: name -> text, chunkname | nil, message
+local str = string  -- the full string library, for the engine's own use
 
 local engine = {}
 
@@ -60,7 +61,7 @@ local function f32(x)
     s = string.format("%." .. digits .. "g", v)
     if string.unpack("<f", string.pack("<f", tonumber(s))) == v then break end
   end
-  if not s:find("[%.eEn]") then s = s .. ".0" end
+  if not str.find(s, "[%.eEn]") then s = s .. ".0" end
   return s .. "f"
 end
 
@@ -72,9 +73,20 @@ local function copy(t, names)
   return c
 end
 
-local safe_string = copy(string, {"byte", "char", "find", "format", "gmatch",
-  "gsub", "len", "lower", "match", "rep", "reverse", "sub", "upper", "pack",
-  "packsize", "unpack"})
+-- No Lua patterns in templates: their backtracking runs in C, out of reach
+-- of the instruction limit.  find() is plain text search.
+local safe_string = copy(string, {"byte", "char", "format", "len", "lower",
+  "rep", "reverse", "sub", "upper", "pack", "packsize", "unpack"})
+local string_find = string.find
+safe_string.find = function(s, text, init)
+  return string_find(s, text, init, true)
+end
+
+-- String methods ("x"):upper() go through the string metatable: give it the
+-- same subset (the C side hides the metatable itself).
+local string_metatable = getmetatable("")
+string_metatable.__index = safe_string
+string_metatable.__metatable = false
 local safe_table = copy(table, {"concat", "insert", "move", "remove", "sort",
   "unpack", "pack"})
 local safe_math = copy(math, {"abs", "ceil", "floor", "fmod", "huge", "max",
@@ -83,11 +95,19 @@ local safe_math = copy(math, {"abs", "ceil", "floor", "fmod", "huge", "max",
 local safe_utf8 = copy(utf8, {"char", "charpattern", "codepoint", "codes",
   "len", "offset"})
 
+-- A finalizer runs with hooks off, beyond the instruction limit: refused.
+local function safe_setmetatable(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("__gc metamethods are not allowed in templates", 2)
+  end
+  return setmetatable(t, mt)
+end
+
 local function base_env()
   return {
     assert = assert, error = error, ipairs = ipairs, next = next,
     pairs = sorted_pairs, select = select, tonumber = tonumber,
-    tostring = tostring, type = type, setmetatable = setmetatable,
+    tostring = tostring, type = type, setmetatable = safe_setmetatable,
     getmetatable = getmetatable, rawequal = rawequal, rawget = rawget,
     rawlen = rawlen, rawset = rawset,
     string = safe_string, table = safe_table, math = safe_math,
@@ -110,22 +130,22 @@ end
 local function compile_text_line(line)
   local parts, pos = {}, 1
   while true do
-    local s = line:find("%$", pos)
+    local s = str.find(line, "%$", pos)
     if not s then break end
-    if line:sub(s + 1, s + 1) == "$" then
-      parts[#parts + 1] = string.format("%q", line:sub(pos, s))
+    if str.sub(line, s + 1, s + 1) == "$" then
+      parts[#parts + 1] = string.format("%q", str.sub(line, pos, s))
       pos = s + 2
     else
-      local expr = line:match("^%b()", s + 1)
+      local expr = str.match(line, "^%b()", s + 1)
       if not expr then
         return nil, "'$' must be followed by '(' expression ')' or another '$'"
       end
-      if s > pos then parts[#parts + 1] = string.format("%q", line:sub(pos, s - 1)) end
+      if s > pos then parts[#parts + 1] = string.format("%q", str.sub(line, pos, s - 1)) end
       parts[#parts + 1] = "_text" .. expr
       pos = s + 1 + #expr
     end
   end
-  if pos <= #line then parts[#parts + 1] = string.format("%q", line:sub(pos)) end
+  if pos <= #line then parts[#parts + 1] = string.format("%q", str.sub(line, pos)) end
   parts[#parts + 1] = '"\\n"'
   return "_out(" .. table.concat(parts, ", ") .. ")"
 end
@@ -133,17 +153,17 @@ end
 -- Template text -> Lua source with the same line numbers.
 local function compile_template(text, chunkname)
   local out, n = {}, 0
-  if text:sub(-1) ~= "\n" then text = text .. "\n" end
-  for line in text:gmatch("([^\n]*)\n") do
+  if str.sub(text, -1) ~= "\n" then text = text .. "\n" end
+  for line in str.gmatch(text, "([^\n]*)\n") do
     n = n + 1
-    line = line:gsub("\r$", "")
-    local code = line:match("^%s*|(.*)$")
+    line = str.gsub(line, "\r$", "")
+    local code = str.match(line, "^%s*|(.*)$")
     if code then
       out[n] = code
     else
       local lua, message = compile_text_line(line)
       if not lua then
-        error(string.format("%s:%d: %s", chunkname:sub(2), n, message), 0)
+        error(string.format("%s:%d: %s", str.sub(chunkname, 2), n, message), 0)
       end
       out[n] = lua
     end
@@ -164,10 +184,21 @@ local function text_of(v)
   if t == "string" then return v end
   if math.type(v) == "integer" then return tostring(v) end
   if t == "number" then
-    error("a float in $(...) is ambiguous: format it with f32() or string.format", 3)
+    error("a float in $(...) is ambiguous: format it with f32() or string.format", 2)
   end
   if t == "boolean" then return v and "true" or "false" end
-  error("$(...) evaluated to " .. t, 3)
+  error("$(...) evaluated to " .. t, 2)
+end
+
+-- load() with the chunk's file named in every error.
+local function load_chunk(source, chunkname, env)
+  local chunk, message = load(source, chunkname, "t", env)
+  if not chunk then
+    local file = str.sub(chunkname, 2)
+    if str.sub(message, 1, #file) ~= file then message = file .. ": " .. message end
+    error(message, 0)
+  end
+  return chunk
 end
 
 -- Renders template `name` with `vars` visible as globals; appends to `buf`.
@@ -186,25 +217,21 @@ local function render_into(buf, name, vars)
     for k, v in next, (child_vars or {}) do merged[k] = v end
     render_into(buf, child, merged)
   end
-  local chunk, message = load(source, chunkname, "t", strict(env, chunkname:sub(2)))
-  if not chunk then error(message, 0) end
-  chunk()
+  load_chunk(source, chunkname, strict(env, str.sub(chunkname, 2)))()
 end
 
 -- Runs plan.lua: it returns a function(spec) -> plan table.
 local function make_plan(spec)
   local text, chunkname = load_file("plan.lua")
-  local env = strict(base_env(), chunkname:sub(2))
-  local chunk, message = load(text, chunkname, "t", env)
-  if not chunk then error(message, 0) end
-  local planner = chunk()
+  local env = strict(base_env(), str.sub(chunkname, 2))
+  local planner = load_chunk(text, chunkname, env)()
   if type(planner) ~= "function" then
-    error(chunkname:sub(2) .. ": must return a function(spec)", 0)
+    error(str.sub(chunkname, 2) .. ": must return a function(spec)", 0)
   end
   local plan = planner(spec)
   if type(plan) ~= "table" or type(plan.template) ~= "string"
       or type(plan.variants) ~= "table" or #plan.variants == 0 then
-    error(chunkname:sub(2) .. ": the planner must return a table with "
+    error(str.sub(chunkname, 2) .. ": the planner must return a table with "
       .. "'template' and a non-empty 'variants' list", 0)
   end
   return plan
@@ -245,7 +272,15 @@ end
 
 -- Entry point from C: returns true, source, variants | false, message,
 -- refused (a planner's refusal of the shape rather than a template error).
+-- "key=value,..." -> table, for the planner (which has no patterns).
+local function parse_tune(text)
+  local t = {}
+  for key, value in string.gmatch(text or "", "([%w_]+)=([%w_.:]+)") do t[key] = value end
+  return t
+end
+
 function engine.generate(spec)
+  spec.tune = parse_tune(spec.tune)
   local ok, source, variants = xpcall(function()
     local plan = make_plan(spec)
     local buf = {}

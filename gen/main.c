@@ -114,7 +114,7 @@ static int parse_emit(const char *value, emit_kind *emit) {
 
 /* Returns -1 to go on, else the exit code. */
 static int parse_generate(int argc, char **argv, generate_args *a) {
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   flowgen_spec_default(&a->spec);
   a->output = "-";
   for (int i = 1; i < argc; ++i) {
@@ -157,7 +157,7 @@ static int parse_generate(int argc, char **argv, generate_args *a) {
 }
 
 static int write_output(const char *path, const void *data, size_t size) {
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   if (strcmp(path, "-") == 0) {
     if (fwrite(data, 1, size, stdout) != size || fflush(stdout) != 0) {
       fprintf(stderr, "flowgen: cannot write to standard output\n");
@@ -170,7 +170,7 @@ static int write_output(const char *path, const void *data, size_t size) {
 }
 
 static int emit_compiled(const generate_args *a, const flowgen_kernel *k) {
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   void *image = NULL;
   size_t size = 0;
   char name[FLOWGEN_NAME_MAX + 8];
@@ -192,7 +192,7 @@ static int cmd_generate(int argc, char **argv) {
   generate_args a = {0};
   int code = parse_generate(argc, argv, &a);
   if (code >= 0) return code;
-  flowgen_error err;
+  flowgen_error err = {FLOWGEN_OK, ""};
   flowgen_kernel *k = NULL;
   if (flowgen_generate(&a.spec, &a.opts, &k, &err)) return fg_cli_fail(&err);
   if (a.describe) {

@@ -48,7 +48,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   if (sb->instructions > sb->instruction_limit) {
     if (!sb->instructions_exceeded) {
       sb->instructions_exceeded = true;
-      luaL_where(L, 1);
+      luaL_where(L, 0); /* the function running: the template */
       snprintf(sb->limit_message, sizeof sb->limit_message,
                "%stemplate exceeded the instruction limit (%llu); does it "
                "loop forever?",
@@ -141,13 +141,6 @@ static void open_safe_libs(lua_State *L) {
   lua_setglobal(L, "dofile");
   lua_pushnil(L);
   lua_setglobal(L, "loadfile");
-  /* Hide the string metatable (and so the real string table) from
-   * templates: getmetatable("") returns false. */
-  lua_pushliteral(L, "");
-  lua_getmetatable(L, -1);
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 2);
 }
 
 static const fg_embedded_file *engine_file(void) {

@@ -91,25 +91,22 @@ local function tiled(spec, params_floats)
 end
 
 -- Small-batch strategy: a thread-block cluster per `rows` samples, weights
--- in registers across the cluster, two exchanges per step (cluster.cut).
+-- in registers across the cluster, one exchange per step (cluster.cut).
 -- Returns nil when the shape does not split evenly.
 local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 
 local function cluster(spec, params_floats, blocks, rows, max_batch)
-  local D, H, threads = spec.dim, spec.hidden, 256
-  if spec.arch < 90 or H % blocks ~= 0 then return nil end
-  local own = H // blocks
-  if threads % own ~= 0 or threads % D ~= 0 then return nil end
-  local lanes12, lanes3 = threads // own, threads // D
-  if not (is_pow2(lanes12) and lanes12 <= 32 and is_pow2(lanes3) and lanes3 <= 32) then
-    return nil
-  end
-  if D % (4 * lanes12) ~= 0 or H % (4 * lanes12) ~= 0 or own % (4 * lanes3) ~= 0 then
-    return nil
-  end
-  local weights_per_thread = D // lanes12 + H // lanes12 + own // lanes3
-  local static_shared = 4 * rows * (D + H + own + blocks * D) + 16
-  if weights_per_thread > 96 or static_shared > 48 * 1024 then return nil end
+  local D, H = spec.dim, spec.hidden
+  local threads = H  -- layer 1: a thread per hidden unit
+  if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
+  if not is_pow2(blocks) or blocks > 16 or H % (4 * blocks) ~= 0 then return nil end
+  local own, lanes2 = H // blocks, blocks
+  if threads % D ~= 0 then return nil end
+  local lanes3 = threads // D
+  if not is_pow2(lanes3) or lanes3 > 8 or own % (4 * lanes3) ~= 0 then return nil end
+  local weights_per_thread = D + H // lanes2 + own // lanes3
+  local static_shared = 4 * rows * (D + H + own + 2 * blocks * D) + 16
+  if weights_per_thread > 128 or static_shared > 48 * 1024 then return nil end
   local name = string.format("cluster%d_r%d", blocks, rows)
   return {
     strategy = name,
@@ -125,21 +122,19 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
     params_bytes = 4 * params_floats,
     pack_threads = 256,
     own = own,
-    lanes = {lanes12, lanes12, lanes3},
+    lanes2 = lanes2, lanes3 = lanes3,
   }
 end
 
--- tune: "key=value,..." from FLOWGEN_TUNE, for experiments and benchmarks.
-local function parse_tune(text)
-  local t = {}
-  for key, value in string.gmatch(text or "", "([%w_]+)=([%w_.:]+)") do t[key] = value end
-  return t
-end
-
+-- "1:4" -> {1, 4}
 local function list_of_ints(text, default)
   if not text then return default end
-  local out = {}
-  for n in string.gmatch(text, "%d+") do out[#out + 1] = math.tointeger(tonumber(n)) end
+  local out, start = {}, 1
+  while start <= #text do
+    local stop = (string.find(text, ":", start) or (#text + 1))
+    out[#out + 1] = math.tointeger(tonumber(string.sub(text, start, stop - 1)))
+    start = stop + 1
+  end
   return out
 end
 
@@ -150,7 +145,9 @@ return function(spec)
   if spec.solver ~= "euler" then
     refuse("solver " .. spec.solver .. " has no template yet")
   end
-  local tune = parse_tune(spec.tune)
+  -- spec.tune: planner overrides from FLOWGEN_TUNE ("cluster=16,rows=1:4"),
+  -- for experiments and benchmarks.
+  local tune = spec.tune
   local segments, params_floats = params_layout(spec.dim, spec.hidden)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks; a variant with r rows per
@@ -162,6 +159,7 @@ return function(spec)
     for _, rows in ipairs(list_of_ints(tune.rows, {1, 4})) do
       local limit = rows * (128 // blocks)
       local v = cluster(spec, params_floats, blocks, rows, limit)
+      if v then v.drop = tune.drop end
       if v and limit > covered then
         v.min_batch = covered + 1
         variants[#variants + 1] = v

@@ -1,0 +1,808 @@
+/* flowgen_generate: the rendered source (header, symbols, literal shape
+ * constants, determinism), the variants, describe and pick. */
+#include "support.h"
+
+#include "flowgen.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PATH_SIZE 4096
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void assert_contains(const char *text, const char *needle) {
+  if (!strstr(text, needle))
+    fail_msg("expected \"%s\" in the generated text", needle);
+}
+
+static void assert_lacks(const char *text, const char *needle) {
+  if (strstr(text, needle))
+    fail_msg("unexpected \"%s\" in the generated text", needle);
+}
+
+static flowgen_spec shape(int dim, int hidden, int steps, int arch) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = dim;
+  spec.hidden = hidden;
+  spec.steps = steps;
+  spec.arch = arch;
+  return spec;
+}
+
+static flowgen_kernel *generate(const flowgen_spec *spec,
+                                const flowgen_options *opts) {
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_status st = flowgen_generate(spec, opts, &k, &err);
+  if (st != FLOWGEN_OK)
+    fail_msg("generate failed: %s: %s", flowgen_status_name(st), err.message);
+  assert_non_null(k);
+  assert_int_equal(strlen(flowgen_kernel_source(k)),
+                   flowgen_kernel_source_size(k));
+  return k;
+}
+
+static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
+  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
+  assert_true(n > 0 && n < PATH_SIZE);
+}
+
+/* Copies the files of the built-in templates folder into dir. */
+static void copy_templates(const char *dir) {
+  char src_dir[PATH_SIZE], src[PATH_SIZE], dst[PATH_SIZE];
+  path_join(src_dir, fg_test_source_dir(), "templates");
+  DIR *d = opendir(src_dir);
+  assert_non_null(d);
+  int copied = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    path_join(src, src_dir, e->d_name);
+    path_join(dst, dir, e->d_name);
+    size_t size = 0;
+    char *data = fg_test_read_file(src, &size);
+    assert_non_null(data);
+    fg_test_write_file(dst, data, size);
+    free(data);
+    ++copied;
+  }
+  closedir(d);
+  assert_true(copied >= 2); /* plan.lua and at least one template */
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool under_valgrind(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "vgpreload");
+}
+
+/* The text between `start` (excluded) and the next `end`; malloc()ed. */
+static char *between(const char *text, const char *start, const char *end) {
+  const char *a = strstr(text, start);
+  if (!a) fail_msg("no \"%s\" in the source", start);
+  a += strlen(start);
+  const char *b = strstr(a, end);
+  if (!b) fail_msg("no \"%s\" after \"%s\"", end, start);
+  char *out = malloc((size_t)(b - a) + 1);
+  memcpy(out, a, (size_t)(b - a));
+  out[b - a] = '\0';
+  return out;
+}
+
+/* True if src declares `symbol` as an extern "C" __global__ function. */
+static bool has_kernel(const char *src, const char *symbol) {
+  size_t n = strlen(symbol);
+  for (const char *p = strstr(src, symbol); p; p = strstr(p + 1, symbol)) {
+    if (p[n] != '(' || (p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+      continue;
+    /* Back to the start of the declaration: no ';', '{' or '}' between. */
+    const char *start = p;
+    while (start > src && !strchr(";{}", start[-1])) --start;
+    char *decl = strndup(start, (size_t)(p - start));
+    bool ok = strstr(decl, "extern \"C\" __global__ void") != NULL;
+    free(decl);
+    if (ok) return true;
+  }
+  return false;
+}
+
+static const flowgen_variant *find_strategy(const flowgen_kernel *k,
+                                            const char *strategy) {
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+    if (strcmp(flowgen_kernel_variant(k, i)->strategy, strategy) == 0)
+      return flowgen_kernel_variant(k, i);
+  return NULL;
+}
+
+static bool starts_with(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static size_t round4(size_t n) { return (n + 3) / 4 * 4; }
+
+/* Packed weight floats: seven segments, each rounded up to 4 floats. */
+static size_t params_floats(size_t d, size_t h) {
+  return round4(d * h) + round4(h) + round4(h) + round4(h * h) + round4(h) +
+         round4(h * d) + round4(d);
+}
+
+static size_t shared_limit(int arch) {
+  if (arch >= 90) return 227 * 1024;
+  if (arch == 80 || arch == 87) return 163 * 1024;
+  if (arch >= 80) return 99 * 1024;
+  return 64 * 1024;
+}
+
+/* ---- the header ----------------------------------------------------------- */
+
+static void test_header_comment(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+
+  /* The leading block of // lines. */
+  const char *end = src;
+  while (strncmp(end, "//", 2) == 0) {
+    const char *nl = strchr(end, '\n');
+    assert_non_null(nl);
+    end = nl + 1;
+  }
+  assert_true(end > src);
+  char *header = strndup(src, (size_t)(end - src));
+  char *first = strndup(src, strcspn(src, "\n"));
+  assert_contains(first, "flowgen");
+  assert_contains(first, FLOWGEN_VERSION);
+  assert_contains(first, "DO NOT EDIT");
+  assert_string_equal(first,
+                      "// Generated by flowgen " FLOWGEN_VERSION
+                      ". DO NOT EDIT: regenerate instead.");
+  assert_contains(header,
+                  "flowgen --dim 64 --hidden 256 --steps 32 --solver euler "
+                  "--precision fp32 --arch sm_90\n");
+  assert_lacks(header, "--name");
+  assert_lacks(header, "--host-launcher");
+  free(first);
+  free(header);
+  flowgen_kernel_free(k);
+
+  /* Every parameter of another shape, and the optional flags. */
+  spec = shape(3, 0, 5, 80);
+  strcpy(spec.name, "policy");
+  flowgen_options opts = {.host_launcher = true};
+  k = generate(&spec, &opts);
+  assert_contains(flowgen_kernel_source(k),
+                  "//   flowgen --dim 3 --hidden 12 --steps 5 --solver euler "
+                  "--precision fp32 --arch sm_80 --name policy "
+                  "--host-launcher\n");
+  flowgen_kernel_free(k);
+}
+
+/* No timestamps, no paths: nothing that depends on when or where. */
+static void test_no_time_or_path_in_source(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.host_launcher = true};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(k);
+  static const char *const paths[] = {"/tmp", "/home", "/root", "/usr",
+                                      "/work", "/var", "C:\\", "~/"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; ++i)
+    assert_lacks(src, paths[i]);
+  if (fg_test_source_dir()[0] == '/') assert_lacks(src, fg_test_source_dir());
+
+  /* dddd-dd-dd dates and dd:dd clock times. */
+  for (const char *p = src; *p; ++p) {
+    bool date = true, clock = true;
+    static const char date_shape[] = "dddd-dd-dd", clock_shape[] = "dd:dd";
+    for (int i = 0; date && date_shape[i]; ++i)
+      date = p[i] && (date_shape[i] == 'd' ? isdigit((unsigned char)p[i])
+                                            : p[i] == date_shape[i]);
+    for (int i = 0; clock && clock_shape[i]; ++i)
+      clock = p[i] && (clock_shape[i] == 'd' ? isdigit((unsigned char)p[i])
+                                              : p[i] == clock_shape[i]);
+    if (date || clock) fail_msg("time-like text in the source: %.16s", p);
+  }
+  flowgen_kernel_free(k);
+}
+
+/* ---- determinism ------------------------------------------------------------ */
+
+static void test_deterministic(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *a = generate(&spec, NULL);
+  flowgen_kernel *b = generate(&spec, NULL);
+  flowgen_options zero = {0};
+  flowgen_kernel *c = generate(&spec, &zero);
+  assert_int_equal(flowgen_kernel_source_size(a),
+                   flowgen_kernel_source_size(b));
+  assert_memory_equal(flowgen_kernel_source(a), flowgen_kernel_source(b),
+                      flowgen_kernel_source_size(a));
+  assert_string_equal(flowgen_kernel_source(a), flowgen_kernel_source(c));
+
+  char *ja = flowgen_kernel_describe(a), *jb = flowgen_kernel_describe(b);
+  assert_non_null(ja);
+  assert_non_null(jb);
+  assert_string_equal(ja, jb);
+  free(ja);
+  free(jb);
+
+  /* A copy of the built-in templates read from a folder: the same bytes
+   * (so no template path or file name leaks into the output). */
+  char *dir = fg_test_mkdtemp();
+  copy_templates(dir);
+  flowgen_options from_dir = {.template_dir = dir};
+  flowgen_kernel *d = generate(&spec, &from_dir);
+  assert_int_equal(flowgen_kernel_source_size(a),
+                   flowgen_kernel_source_size(d));
+  assert_string_equal(flowgen_kernel_source(a), flowgen_kernel_source(d));
+  assert_lacks(flowgen_kernel_source(d), dir);
+
+  /* Also with the launcher, and for another shape. */
+  flowgen_spec other = shape(5, 7, 3, 75);
+  flowgen_options launcher = {.host_launcher = true};
+  flowgen_options launcher_dir = {.template_dir = dir, .host_launcher = true};
+  flowgen_kernel *e = generate(&other, &launcher);
+  flowgen_kernel *f = generate(&other, &launcher_dir);
+  assert_string_equal(flowgen_kernel_source(e), flowgen_kernel_source(f));
+  ja = flowgen_kernel_describe(e);
+  jb = flowgen_kernel_describe(f);
+  assert_string_equal(ja, jb);
+  free(ja);
+  free(jb);
+
+  flowgen_kernel_free(a);
+  flowgen_kernel_free(b);
+  flowgen_kernel_free(c);
+  flowgen_kernel_free(d);
+  flowgen_kernel_free(e);
+  flowgen_kernel_free(f);
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* ---- symbols and literal constants ------------------------------------------ */
+
+static void test_kernel_symbols(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  int n = flowgen_kernel_variant_count(k);
+  assert_true(n >= 1);
+  /* Every variant: an extern "C" kernel whose name starts with the spec's
+   * symbol, distinct from the others; the packing kernel too. */
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    assert_non_null(v);
+    if (!starts_with(v->symbol, "flow_d64_h256_s32_fp32_"))
+      fail_msg("variant %d symbol %s lacks the shape prefix", i, v->symbol);
+    assert_string_equal(v->pack_symbol, "flow_d64_h256_s32_fp32_pack");
+    if (!has_kernel(src, v->symbol))
+      fail_msg("no extern \"C\" __global__ %s in the source", v->symbol);
+    if (!has_kernel(src, v->pack_symbol))
+      fail_msg("no extern \"C\" __global__ %s in the source", v->pack_symbol);
+    for (int j = 0; j < i; ++j)
+      assert_string_not_equal(v->symbol, flowgen_kernel_variant(k, j)->symbol);
+  }
+  /* The general strategy serves any batch. */
+  const flowgen_variant *tiled = find_strategy(k, "tiled");
+  assert_non_null(tiled);
+  assert_string_equal(tiled->symbol, "flow_d64_h256_s32_fp32_tiled");
+  assert_int_equal(tiled->max_batch, -1);
+  assert_false(has_kernel(src, "flow_d64_h256_s32_fp32"));
+  assert_null(flowgen_kernel_variant(k, n));
+  assert_null(flowgen_kernel_variant(k, -1));
+  assert_string_equal(flowgen_kernel_spec(k)->name, "");
+  assert_int_equal(flowgen_kernel_spec(k)->dim, 64);
+  flowgen_kernel_free(k);
+  flowgen_kernel_free(NULL);
+}
+
+/* Checks the kStepTime table: S entries, entry k is (k + 0.5) / S in fp32
+ * exactly, and kDt is 1 / S in fp32. */
+static void check_time_table(const char *src, int steps) {
+  char *table = between(src, "__constant__ float kStepTime[kSteps] = {", "};");
+  int count = 0;
+  for (char *p = table; *p;) {
+    while (*p && (isspace((unsigned char)*p) || *p == ',')) ++p;
+    if (!*p) break;
+    char *end = NULL;
+    float value = strtof(p, &end);
+    if (end == p || *end != 'f')
+      fail_msg("kStepTime entry %d is not an fp32 literal: %.20s", count, p);
+    float expected = (float)((count + 0.5) / steps);
+    if (value != expected)
+      fail_msg("kStepTime[%d] = %.9g, expected %.9g (S = %d)", count,
+               (double)value, (double)expected, steps);
+    p = end + 1;
+    ++count;
+  }
+  free(table);
+  assert_int_equal(count, steps);
+
+  char *dt = between(src, "constexpr float kDt = ", ";");
+  char *end = NULL;
+  float value = strtof(dt, &end);
+  assert_true(end && *end == 'f' && end[1] == '\0');
+  assert_true(value == (float)(1.0 / steps));
+  free(dt);
+}
+
+static void test_shape_constants_are_literals(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kDim = 64;");
+  assert_contains(src, "constexpr int kHidden = 256;");
+  assert_contains(src, "constexpr int kSteps = 32;");
+  assert_contains(src, "constexpr float kDt = 0.03125f;");
+  assert_contains(src, "    0.015625f, 0.046875f, 0.078125f,");
+  assert_contains(src, "0.984375f,\n};");
+  assert_contains(src, "constexpr int kParamsFloats = 99136;");
+  check_time_table(src, 32);
+  flowgen_kernel_free(k);
+
+  spec = shape(3, 0, 5, 90);
+  k = generate(&spec, NULL);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kDim = 3;");
+  assert_contains(src, "constexpr int kHidden = 12;");
+  assert_contains(src, "constexpr int kSteps = 5;");
+  assert_contains(src, "constexpr float kDt = 0.2f;");
+  assert_contains(src, "0.1f, 0.3f, 0.5f, 0.7f, 0.9f,");
+  assert_contains(src, "constexpr int kParamsFloats = 256;");
+  check_time_table(src, 5);
+  flowgen_kernel_free(k);
+
+  /* Grids whose times have no short decimal form, and the largest S. */
+  static const int steps[] = {1, 7, 30, 1000, 10000};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) {
+    spec = shape(2, 3, steps[i], 90);
+    k = generate(&spec, NULL);
+    check_time_table(flowgen_kernel_source(k), steps[i]);
+    flowgen_kernel_free(k);
+  }
+}
+
+/* The launch configuration of each variant is consistent with the source
+ * and with what the hardware allows, over a sweep of shapes and archs. */
+static void test_variants_are_consistent(void **state) {
+  (void)state;
+  static const int shapes[][3] = {
+      {64, 256, 32}, {1, 1, 1},     {3, 12, 5},     {2, 100, 7},
+      {17, 4095, 3}, {128, 512, 16}, {1024, 4096, 1}, {512, 2048, 2},
+      {5, 7, 3},     {33, 130, 4},  {1024, 1, 1},   {1, 4096, 1},
+  };
+  static const int archs[] = {75, 80, 86, 90, 120};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; ++a) {
+      const int d = shapes[s][0], h = shapes[s][1];
+      flowgen_spec spec = shape(d, h, shapes[s][2], archs[a]);
+      flowgen_kernel *k = generate(&spec, NULL);
+      const char *src = flowgen_kernel_source(k);
+      int n = flowgen_kernel_variant_count(k);
+      assert_true(n >= 1);
+      /* Batch ranges: from 0, back to back, the last one open-ended, so
+       * every batch has exactly one variant. */
+      assert_int_equal(flowgen_kernel_variant(k, 0)->min_batch, 0);
+      assert_int_equal(flowgen_kernel_variant(k, n - 1)->max_batch, -1);
+      for (int i = 0; i + 1 < n; ++i) {
+        const flowgen_variant *v = flowgen_kernel_variant(k, i);
+        if (v->max_batch < v->min_batch ||
+            flowgen_kernel_variant(k, i + 1)->min_batch != v->max_batch + 1)
+          fail_msg("D=%d H=%d sm_%d: variant %d covers %lld..%lld, the next "
+                   "starts at %lld", d, h, archs[a], i, (long long)v->min_batch,
+                   (long long)v->max_batch,
+                   (long long)flowgen_kernel_variant(k, i + 1)->min_batch);
+      }
+      for (int i = 0; i < n; ++i) {
+        const flowgen_variant *v = flowgen_kernel_variant(k, i);
+        assert_true(v->block_threads >= 32 && v->block_threads <= 1024);
+        assert_int_equal(v->block_threads % 32, 0);
+        assert_true(v->rows_per_block >= 1);
+        assert_true(v->cluster_blocks >= 1);
+        assert_true(v->pack_threads >= 1 && v->pack_threads <= 1024);
+        assert_int_equal(v->params_bytes, 4 * params_floats((size_t)d, (size_t)h));
+        /* The tiled kernel keeps x, h1 and h2 for each row in shared
+         * memory (rows padded to 4 floats). */
+        if (strcmp(v->strategy, "tiled") == 0) {
+          size_t needed = (size_t)v->rows_per_block * 4 *
+                          (round4((size_t)d) + 2 * round4((size_t)h));
+          if (v->shared_bytes < needed)
+            fail_msg("D=%d H=%d sm_%d: %zu bytes of shared memory, the "
+                     "kernel uses %zu", d, h, archs[a], v->shared_bytes,
+                     needed);
+        }
+        if (v->shared_bytes > shared_limit(archs[a]))
+          fail_msg("D=%d H=%d sm_%d: %zu bytes of shared memory, over the "
+                   "%zu the arch allows", d, h, archs[a], v->shared_bytes,
+                   shared_limit(archs[a]));
+        char line[256];
+        snprintf(line, sizeof line, "constexpr int kRows = %d;",
+                 v->rows_per_block);
+        assert_contains(src, line);
+        snprintf(line, sizeof line, "__launch_bounds__(%d", v->block_threads);
+        assert_contains(src, line);
+        if (!has_kernel(src, v->symbol) || !has_kernel(src, v->pack_symbol))
+          fail_msg("D=%d H=%d sm_%d: kernels %s / %s not in the source", d, h,
+                   archs[a], v->symbol, v->pack_symbol);
+        snprintf(line, sizeof line, "constexpr int kParamsFloats = %zu;",
+                 v->params_bytes / 4);
+        assert_contains(src, line);
+      }
+      flowgen_kernel_free(k);
+    }
+}
+
+static void test_name_is_respected(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  assert_int_equal(flowgen_spec_set(&spec, "name", "policy", NULL),
+                   FLOWGEN_OK);
+  flowgen_options opts = {.host_launcher = true};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(k);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    if (!starts_with(v->symbol, "policy_") || !has_kernel(src, v->symbol))
+      fail_msg("variant symbol %s does not use the name", v->symbol);
+    assert_string_equal(v->pack_symbol, "policy_pack");
+  }
+  assert_non_null(find_strategy(k, "tiled"));
+  assert_string_equal(find_strategy(k, "tiled")->symbol, "policy_tiled");
+  assert_true(has_kernel(src, "policy_pack"));
+  assert_contains(src, "extern \"C\" cudaError_t policy_launch(");
+  assert_contains(src, "--name policy");
+  assert_lacks(src, "flow_d64");
+  char *json = flowgen_kernel_describe(k);
+  json_error_t jerr;
+  json_t *root = json_loads(json, 0, &jerr);
+  assert_non_null(root);
+  assert_string_equal(json_string_value(json_object_get(root, "name")),
+                      "policy");
+  json_decref(root);
+  free(json);
+  flowgen_kernel_free(k);
+}
+
+static void test_host_launcher(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *plain = generate(&spec, NULL);
+  flowgen_options opts = {.host_launcher = true};
+  flowgen_kernel *with = generate(&spec, &opts);
+  const char *p = flowgen_kernel_source(plain), *w = flowgen_kernel_source(with);
+
+  assert_lacks(p, "_launch(");
+  assert_lacks(p, "__CUDACC_RTC__");
+  assert_lacks(p, "cuda_runtime.h");
+
+  assert_contains(w, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>");
+  assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_launch(");
+  assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_pack_params(");
+  assert_contains(w, "extern \"C\" size_t flow_d64_h256_s32_fp32_params_bytes"
+                     "(void) { return 396544; }");
+  /* The tiled variant: past 48 KiB of shared memory the launcher opts in. */
+  const flowgen_variant *tiled = find_strategy(with, "tiled");
+  assert_non_null(tiled);
+  assert_true(tiled->shared_bytes > 48 * 1024);
+  char line[256];
+  snprintf(line, sizeof line,
+           "%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %zu)",
+           tiled->symbol, tiled->shared_bytes);
+  assert_contains(w, line);
+  snprintf(line, sizeof line,
+           "%s<<<static_cast<unsigned>(blocks), %d, %zu, stream>>>",
+           tiled->symbol, tiled->block_threads, tiled->shared_bytes);
+  assert_contains(w, line);
+  /* Each variant's batch range is tested before its launch. */
+  for (int i = 0; i < flowgen_kernel_variant_count(with); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(with, i);
+    if (v->max_batch >= 0)
+      snprintf(line, sizeof line, "if (batch >= %lld && batch <= %lld) {",
+               (long long)v->min_batch, (long long)v->max_batch);
+    else
+      snprintf(line, sizeof line, "if (batch >= %lld) {",
+               (long long)v->min_batch);
+    assert_contains(w, line);
+  }
+  /* The #if is closed, after the launcher. */
+  const char *open = strstr(w, "#if !defined(__CUDACC_RTC__)");
+  const char *close = strstr(w, "#endif  // !__CUDACC_RTC__");
+  assert_non_null(close);
+  assert_true(close > strstr(open, "_launch("));
+  /* The device code is the same with and without the launcher. */
+  const char *pd = strstr(p, "namespace "), *wd = strstr(w, "namespace ");
+  assert_non_null(pd);
+  assert_non_null(wd);
+  assert_true(strlen(wd) > strlen(pd));
+  assert_memory_equal(pd, wd, strlen(pd));
+  /* Variants do not depend on the launcher. */
+  assert_int_equal(flowgen_kernel_variant(plain, 0)->shared_bytes,
+                   flowgen_kernel_variant(with, 0)->shared_bytes);
+  flowgen_kernel_free(plain);
+  flowgen_kernel_free(with);
+
+  /* Under 48 KiB, no opt-in. */
+  spec = shape(3, 12, 5, 90);
+  with = generate(&spec, &opts);
+  for (int i = 0; i < flowgen_kernel_variant_count(with); ++i)
+    assert_true(flowgen_kernel_variant(with, i)->shared_bytes <= 48 * 1024);
+  assert_lacks(flowgen_kernel_source(with),
+               "cudaFuncAttributeMaxDynamicSharedMemorySize");
+  assert_contains(flowgen_kernel_source(with), "_launch(");
+  flowgen_kernel_free(with);
+}
+
+/* ---- describe and pick ------------------------------------------------------ */
+
+static void test_describe_json(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
+  char *text = flowgen_kernel_describe(k);
+  assert_non_null(text);
+  size_t n = strlen(text);
+  assert_true(n > 2);
+  assert_int_equal(text[n - 1], '\n');
+  assert_true(text[n - 2] != '\n');
+
+  json_error_t jerr;
+  json_t *root = json_loads(text, 0, &jerr);
+  if (!root) fail_msg("describe is not JSON: %s (line %d)", jerr.text, jerr.line);
+  assert_true(json_is_object(root));
+  assert_string_equal(json_string_value(json_object_get(root, "generator")),
+                      "flowgen " FLOWGEN_VERSION);
+  assert_string_equal(json_string_value(json_object_get(root, "name")),
+                      "flow_d64_h256_s32_fp32");
+  assert_string_equal(json_string_value(json_object_get(root, "strategy")),
+                      v->strategy);
+  assert_string_equal(json_string_value(json_object_get(root, "arch")), "sm_90");
+  assert_string_equal(json_string_value(json_object_get(root, "solver")), "euler");
+  assert_string_equal(json_string_value(json_object_get(root, "precision")), "fp32");
+  assert_int_equal(json_integer_value(json_object_get(root, "dim")), 64);
+  assert_int_equal(json_integer_value(json_object_get(root, "hidden")), 256);
+  assert_int_equal(json_integer_value(json_object_get(root, "steps")), 32);
+  assert_int_equal(json_integer_value(json_object_get(root, "source_bytes")),
+                   flowgen_kernel_source_size(k));
+
+  json_t *variants = json_object_get(root, "variants");
+  assert_true(json_is_array(variants));
+  assert_int_equal(json_array_size(variants), flowgen_kernel_variant_count(k));
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *vi = flowgen_kernel_variant(k, i);
+    json_t *ji = json_array_get(variants, (size_t)i);
+    assert_string_equal(json_string_value(json_object_get(ji, "symbol")),
+                        vi->symbol);
+    assert_string_equal(json_string_value(json_object_get(ji, "pack_symbol")),
+                        vi->pack_symbol);
+    assert_string_equal(json_string_value(json_object_get(ji, "strategy")),
+                        vi->strategy);
+    json_t *block = json_object_get(ji, "block");
+    assert_int_equal(json_integer_value(json_object_get(block, "x")),
+                     vi->block_threads);
+    assert_int_equal(json_integer_value(json_object_get(block, "y")), 1);
+    assert_int_equal(json_integer_value(json_object_get(block, "z")), 1);
+    assert_int_equal(json_integer_value(json_object_get(ji, "shared_bytes")),
+                     vi->shared_bytes);
+    assert_int_equal(json_integer_value(json_object_get(ji, "params_bytes")),
+                     396544);
+    assert_int_equal(json_integer_value(json_object_get(ji, "rows_per_block")),
+                     vi->rows_per_block);
+    assert_int_equal(json_integer_value(json_object_get(ji, "cluster_blocks")),
+                     vi->cluster_blocks);
+    assert_int_equal(json_integer_value(json_object_get(ji, "min_batch")),
+                     vi->min_batch);
+    assert_int_equal(json_integer_value(json_object_get(ji, "max_batch")),
+                     vi->max_batch);
+  }
+  json_t *v0 = json_array_get(variants, 0);
+  assert_string_equal(json_string_value(json_object_get(v0, "symbol")), v->symbol);
+  assert_true(starts_with(v->symbol, "flow_d64_h256_s32_fp32_"));
+  assert_int_equal(json_integer_value(json_object_get(
+                       json_object_get(v0, "block"), "x")), 256);
+  assert_true(json_integer_value(json_object_get(v0, "params_bytes")) > 0);
+  /* The tiled variant keeps its tile in dynamic shared memory. */
+  const flowgen_variant *tiled = find_strategy(k, "tiled");
+  assert_non_null(tiled);
+  assert_true(tiled->shared_bytes > 0);
+  json_decref(root);
+
+  /* Sorted keys: "arch" comes before "dim", "dim" before "variants". */
+  const char *arch = strstr(text, "\"arch\""), *dim = strstr(text, "\"dim\"");
+  const char *vars = strstr(text, "\"variants\"");
+  assert_true(arch && dim && vars && arch < dim && dim < vars);
+  free(text);
+  flowgen_kernel_free(k);
+}
+
+static void test_pick(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = generate(&spec, NULL);
+  static const int64_t batches[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 64,
+                                    65, 1000, 1000000, INT64_MAX};
+  for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) {
+    const flowgen_variant *v = flowgen_kernel_pick(k, batches[i]);
+    if (!v) fail_msg("no variant for batch %lld", (long long)batches[i]);
+    assert_true(batches[i] >= v->min_batch);
+    assert_true(v->max_batch < 0 || batches[i] <= v->max_batch);
+    /* The first variant whose range holds the batch. */
+    const flowgen_variant *first = NULL;
+    for (int j = 0; !first && j < flowgen_kernel_variant_count(k); ++j) {
+      const flowgen_variant *c = flowgen_kernel_variant(k, j);
+      if (batches[i] >= c->min_batch &&
+          (c->max_batch < 0 || batches[i] <= c->max_batch))
+        first = c;
+    }
+    assert_ptr_equal(v, first);
+  }
+  /* Batch 0 and a huge batch: the first and the open-ended variant. */
+  assert_ptr_equal(flowgen_kernel_pick(k, 0), flowgen_kernel_variant(k, 0));
+  assert_ptr_equal(flowgen_kernel_pick(k, INT64_MAX),
+                   flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  assert_null(flowgen_kernel_pick(k, -1));
+  assert_null(flowgen_kernel_pick(k, INT64_MIN));
+  flowgen_kernel_free(k);
+}
+
+/* ---- failures ----------------------------------------------------------------- */
+
+static void test_invalid_spec_is_refused(void **state) {
+  (void)state;
+  flowgen_spec spec = shape(0, 0, 32, 90);
+  flowgen_kernel *k = (flowgen_kernel *)&spec; /* must be reset to NULL */
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_generate(&spec, NULL, &k, &err), FLOWGEN_INVALID);
+  assert_null(k);
+  assert_int_equal(err.status, FLOWGEN_INVALID);
+  assert_non_null(strstr(err.message, "dim"));
+
+  flowgen_spec_default(&spec);
+  assert_int_equal(flowgen_generate(&spec, NULL, NULL, &err), FLOWGEN_INVALID);
+  assert_int_equal(flowgen_generate(NULL, NULL, &k, &err), FLOWGEN_INVALID);
+  assert_null(k);
+}
+
+/* ---- speed -------------------------------------------------------------------- */
+
+static void test_generation_is_fast(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  double best = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    double t0 = now_seconds();
+    flowgen_kernel *k = generate(&spec, NULL);
+    double t = now_seconds() - t0;
+    flowgen_kernel_free(k);
+    if (t < best) best = t;
+  }
+  if (under_valgrind()) {
+    print_message("# generation %.1f ms under valgrind: not timed\n",
+                  best * 1e3);
+    return;
+  }
+  if (best >= 0.050)
+    fail_msg("generating the default shape took %.1f ms (limit 50 ms)",
+             best * 1e3);
+}
+
+/* ---- locale ------------------------------------------------------------------- */
+
+/* Sets LC_NUMERIC to a locale whose decimal point is ','; builds one with
+ * localedef in dir when none is installed.  Returns false if it cannot. */
+static bool set_comma_locale(const char *dir) {
+  static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "de_DE",
+                                      "fr_FR.UTF-8", "fr_FR.utf8", "fr_FR"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+    if (setlocale(LC_NUMERIC, names[i]) &&
+        strcmp(localeconv()->decimal_point, ",") == 0)
+      return true;
+  char command[PATH_SIZE + 128];
+  snprintf(command, sizeof command,
+           "localedef -i de_DE -f ISO-8859-1 '%s/de_DE' 2>&1", dir);
+  char *out = NULL;
+  int rc = fg_test_run(command, &out, NULL);
+  free(out);
+  if (rc != 0) return false;
+  setenv("LOCPATH", dir, 1);
+  bool ok = setlocale(LC_NUMERIC, "de_DE") &&
+            strcmp(localeconv()->decimal_point, ",") == 0;
+  unsetenv("LOCPATH");
+  return ok;
+}
+
+/* A program that calls setlocale() (for its own output) must still get
+ * CUDA with '.' decimal points: the same bytes as in the C locale. */
+static void test_output_ignores_locale(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *c = generate(&spec, NULL);
+  char *dir = fg_test_mkdtemp();
+  bool comma = set_comma_locale(dir);
+  if (!comma) {
+    setlocale(LC_NUMERIC, "C");
+    fg_test_rmtree(dir);
+    free(dir);
+    flowgen_kernel_free(c);
+    print_message("# no locale with a decimal comma (and no localedef)\n");
+    skip();
+  }
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_status st = flowgen_generate(&spec, NULL, &k, &err);
+  char *json = st == FLOWGEN_OK ? flowgen_kernel_describe(k) : NULL;
+  setlocale(LC_NUMERIC, "C");
+  fg_test_rmtree(dir);
+  free(dir);
+  if (st != FLOWGEN_OK) {
+    flowgen_kernel_free(c);
+    fail_msg("generate under a decimal-comma locale: %s", err.message);
+  }
+  /* Check, free, then report (a failure must not leak under valgrind). */
+  const char *src = flowgen_kernel_source(k);
+  char *json_c = flowgen_kernel_describe(c);
+  char problem[512] = "";
+  const char *dt = strstr(src, "constexpr float kDt = ");
+  if (!strstr(src, "constexpr float kDt = 0.03125f;"))
+    snprintf(problem, sizeof problem, "kDt under a decimal-comma locale: %.40s",
+             dt ? dt : "(missing)");
+  else if (!strstr(src, "0.015625f, 0.046875f"))
+    snprintf(problem, sizeof problem, "kStepTime differs under the locale");
+  else if (strcmp(src, flowgen_kernel_source(c)) != 0)
+    snprintf(problem, sizeof problem, "the source differs under the locale");
+  else if (!json || !json_c || strcmp(json, json_c) != 0)
+    snprintf(problem, sizeof problem, "describe differs under the locale");
+  free(json);
+  free(json_c);
+  flowgen_kernel_free(k);
+  flowgen_kernel_free(c);
+  if (problem[0]) fail_msg("%s", problem);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_header_comment),
+      cmocka_unit_test(test_no_time_or_path_in_source),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_kernel_symbols),
+      cmocka_unit_test(test_shape_constants_are_literals),
+      cmocka_unit_test(test_variants_are_consistent),
+      cmocka_unit_test(test_name_is_respected),
+      cmocka_unit_test(test_host_launcher),
+      cmocka_unit_test(test_describe_json),
+      cmocka_unit_test(test_pick),
+      cmocka_unit_test(test_invalid_spec_is_refused),
+      cmocka_unit_test(test_generation_is_fast),
+      cmocka_unit_test(test_output_ignores_locale),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

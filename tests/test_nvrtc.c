@@ -1,0 +1,361 @@
+/* The generated source through NVRTC (flowrt_compile; no GPU needed): a
+ * sweep of shapes compiles for sm_80 and sm_90 without warnings, spills or
+ * stack frames; compile time; the host launcher; compile errors. */
+#include "support.h"
+
+#include "flowrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool under_valgrind(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "vgpreload");
+}
+
+static void skip_without_nvrtc(void) {
+  if (flowrt_nvrtc_version() == 0) {
+    print_message("# NVRTC is not loadable: skipped\n");
+    skip();
+  }
+}
+
+static bool arch_supported(int arch) {
+  return flowrt_nvrtc_max_arch() >= arch;
+}
+
+static flowgen_spec shape(int dim, int hidden, int steps, int arch) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = dim;
+  spec.hidden = hidden;
+  spec.steps = steps;
+  spec.arch = arch;
+  return spec;
+}
+
+static bool has_line_with(const char *log, const char *a, const char *b) {
+  for (const char *line = log; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    char *copy = strndup(line, len);
+    bool hit = strstr(copy, a) && (!b || strstr(copy, b));
+    free(copy);
+    if (hit) return true;
+    line = nl ? nl + 1 : NULL;
+  }
+  return false;
+}
+
+static bool is_sampling_kernel(const flowgen_kernel *k, const char *name) {
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+    if (strcmp(flowgen_kernel_variant(k, i)->symbol, name) == 0) return true;
+  return false;
+}
+
+/* Checks a verbose ptxas log: no warnings; every function reports
+ * "0 bytes spill stores, 0 bytes spill loads"; sampling kernels have no
+ * stack frame and fit their block in the register file; every variant's
+ * kernels were compiled. */
+static void check_log(const flowgen_kernel *k, const char *log, int arch,
+                      const char *what) {
+  /* "warning" in any case, anywhere. */
+  for (const char *p = log; *p; ++p)
+    if (strncasecmp(p, "warning", 7) == 0)
+      fail_msg("%s: warning in the NVRTC log:\n%s", what, log);
+
+  char function[256] = "";
+  int spill_lines = 0, functions = 0;
+  for (const char *line = log; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    char *text = strndup(line, len);
+    const char *props = strstr(text, "Function properties for ");
+    if (props) {
+      snprintf(function, sizeof function, "%s",
+               props + strlen("Function properties for "));
+      ++functions;
+    }
+    if (strstr(text, "spill")) {
+      int stack = -1, stores = -1, loads = -1;
+      const char *at = strstr(text, "bytes stack frame");
+      const char *num = at;
+      while (num && num > text && (num[-1] == ' ' || (num[-1] >= '0' && num[-1] <= '9')))
+        --num;
+      if (!at || sscanf(num, "%d bytes stack frame, %d bytes spill stores, "
+                             "%d bytes spill loads",
+                        &stack, &stores, &loads) != 3)
+        fail_msg("%s: cannot read the spill line \"%s\"", what, text);
+      if (stores != 0 || loads != 0)
+        fail_msg("%s: %s spills (%d bytes stores, %d bytes loads):\n%s", what,
+                 function, stores, loads, log);
+      if (is_sampling_kernel(k, function) && stack != 0)
+        fail_msg("%s: sampling kernel %s has a %d-byte stack frame:\n%s",
+                 what, function, stack, log);
+      ++spill_lines;
+    }
+    free(text);
+    line = nl ? nl + 1 : NULL;
+  }
+  assert_true(functions > 0);
+  assert_int_equal(spill_lines, functions);
+
+  char arch_name[32];
+  snprintf(arch_name, sizeof arch_name, "for 'sm_%d'", arch);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    char entry[256];
+    snprintf(entry, sizeof entry, "Compiling entry function '%s'", v->symbol);
+    if (!has_line_with(log, entry, arch_name))
+      fail_msg("%s: %s was not compiled for sm_%d:\n%s", what, v->symbol,
+               arch, log);
+    snprintf(entry, sizeof entry, "Compiling entry function '%s'",
+             v->pack_symbol);
+    if (!has_line_with(log, entry, arch_name))
+      fail_msg("%s: %s was not compiled:\n%s", what, v->pack_symbol, log);
+    /* Registers: the block must fit in 64K registers. */
+    const char *at = strstr(log, v->symbol);
+    const char *used = at ? strstr(at, "Used ") : NULL;
+    int registers = 0;
+    if (!used || sscanf(used, "Used %d registers", &registers) != 1)
+      fail_msg("%s: no register count for %s", what, v->symbol);
+    if (registers * v->block_threads > 65536)
+      fail_msg("%s: %s uses %d registers x %d threads", what, v->symbol,
+               registers, v->block_threads);
+  }
+}
+
+/* Generates spec and compiles it to a cubin with verbose ptxas output;
+ * checks the image and the log.  Returns the wall-clock seconds of the
+ * compile. */
+static double compile_clean(const flowgen_spec *spec, bool launcher) {
+  flowgen_options opts = {.host_launcher = launcher};
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  if (flowgen_generate(spec, &opts, &k, &err) != FLOWGEN_OK)
+    fail_msg("generate: %s", err.message);
+  char what[160], name[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(spec, name, sizeof name - 4);
+  snprintf(what, sizeof what, "D=%d H=%d S=%d sm_%d%s", spec->dim,
+           flowgen_spec_hidden(spec), spec->steps, spec->arch,
+           launcher ? " (host launcher)" : "");
+  strcat(name, ".cu");
+  void *image = NULL;
+  size_t size = 0;
+  char *log = NULL;
+  double t0 = now_seconds();
+  flowgen_status st = flowrt_compile(
+      flowgen_kernel_source(k), flowgen_kernel_source_size(k), name,
+      spec->arch, FLOWRT_TARGET_CUBIN, true, &image, &size, &log, &err);
+  double seconds = now_seconds() - t0;
+  if (st != FLOWGEN_OK)
+    fail_msg("%s: %s: %s", what, flowgen_status_name(st), err.message);
+  assert_non_null(image);
+  assert_true(size > 64);
+  assert_memory_equal(image, "\x7f" "ELF", 4);
+  assert_non_null(log);
+  check_log(k, log, spec->arch, what);
+  free(image);
+  free(log);
+  flowgen_kernel_free(k);
+  return seconds;
+}
+
+/* ---- the sweep ------------------------------------------------------------- */
+
+static const int sweep[][3] = {
+    {64, 256, 32}, {1, 1, 1},     {3, 12, 5},     {2, 100, 7},
+    {17, 4095, 3}, {128, 512, 16}, {1024, 4096, 1}, {512, 2048, 2},
+};
+#define SWEEP_COUNT (sizeof sweep / sizeof sweep[0])
+
+static void test_sweep_sm90(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (!arch_supported(90)) skip();
+  for (size_t i = 0; i < SWEEP_COUNT; ++i) {
+    flowgen_spec spec = shape(sweep[i][0], sweep[i][1], sweep[i][2], 90);
+    compile_clean(&spec, false);
+  }
+}
+
+/* sm_80: a smaller shared-memory budget; every other shape of the sweep. */
+static void test_sweep_sm80(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (!arch_supported(80)) skip();
+  for (size_t i = 0; i < SWEEP_COUNT; i += 2) {
+    flowgen_spec spec = shape(sweep[i][0], sweep[i][1], sweep[i][2], 80);
+    compile_clean(&spec, false);
+  }
+  flowgen_spec odd = shape(33, 130, 4, 80); /* H not a multiple of 4 or 32 */
+  compile_clean(&odd, false);
+}
+
+/* The launcher sits behind #if !defined(__CUDACC_RTC__): NVRTC skips it,
+ * but the file must still compile as a whole. */
+static void test_host_launcher_compiles(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  flowgen_spec spec = shape(64, 0, 32, 90);
+  compile_clean(&spec, true);
+  if (arch_supported(80)) {
+    spec = shape(3, 12, 5, 80);
+    compile_clean(&spec, true);
+  }
+}
+
+static void test_default_compile_time(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  double seconds = compile_clean(&spec, false);
+  if (under_valgrind()) return;
+  if (seconds > 2.0)
+    fail_msg("the default shape took %.2f s to compile for sm_90 (limit 2 s)",
+             seconds);
+}
+
+static void test_ptx_target(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = NULL;
+  assert_int_equal(flowgen_generate(&spec, NULL, &k, NULL), FLOWGEN_OK);
+  void *image = NULL;
+  size_t size = 0;
+  flowgen_error err;
+  if (flowrt_compile(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
+                     "k.cu", 90, FLOWRT_TARGET_PTX, false, &image, &size,
+                     NULL, &err) != FLOWGEN_OK)
+    fail_msg("PTX: %s", err.message);
+  const char *ptx = image;
+  assert_true(size > 0);
+  assert_non_null(memchr(ptx, '\0', size));
+  assert_non_null(strstr(ptx, "\n.version "));
+  assert_non_null(strstr(ptx, "\n.target sm_90"));
+  assert_non_null(strstr(ptx, ".entry flow_d64_h256_s32_fp32_tiled("));
+  assert_non_null(strstr(ptx, ".entry flow_d64_h256_s32_fp32_pack("));
+  free(image);
+  flowgen_kernel_free(k);
+}
+
+/* Any name flowgen_spec_set accepts must give source that compiles: the
+ * name becomes a namespace and symbol prefixes next to CUDA's own names and
+ * the template's.  (Refusing a name at flowgen_spec_set is fine too.) */
+static void test_accepted_names_compile(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  static const char *const names[] = {"policy", "class", "min", "silu",
+                                      "tiled"};
+  char failures[FLOWGEN_ERROR_MESSAGE_MAX] = "";
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+    flowgen_spec spec = shape(3, 12, 5, 90);
+    if (flowgen_spec_set(&spec, "name", names[i], NULL) != FLOWGEN_OK)
+      continue;
+    flowgen_kernel *k = NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    assert_int_equal(flowgen_generate(&spec, NULL, &k, &err), FLOWGEN_OK);
+    void *image = NULL;
+    size_t size = 0;
+    flowgen_status st = flowrt_compile(
+        flowgen_kernel_source(k), flowgen_kernel_source_size(k), "named.cu",
+        90, FLOWRT_TARGET_CUBIN, false, &image, &size, NULL, &err);
+    if (st != FLOWGEN_OK) {
+      const char *first = strstr(err.message, "error");
+      size_t used = strlen(failures);
+      snprintf(failures + used, sizeof failures - used, "\n  --name %s: %.*s",
+               names[i], first ? (int)strcspn(first, "\n") : 40,
+               first ? first : err.message);
+    }
+    free(image);
+    flowgen_kernel_free(k);
+  }
+  if (failures[0])
+    fail_msg("names accepted by flowgen_spec_set that do not compile:%s",
+             failures);
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static void test_compile_error_carries_log(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  static const char source[] =
+      "extern \"C\" __global__ void broken(float* x)\n"
+      "{\n"
+      "  x[0] = undeclared_thing;\n"
+      "}\n";
+  void *image = (void *)source;
+  size_t size = 7;
+  char *log = (char *)source;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_status st =
+      flowrt_compile(source, sizeof source - 1, "broken.cu", 90,
+                     FLOWRT_TARGET_CUBIN, true, &image, &size, &log, &err);
+  assert_int_equal(st, FLOWGEN_COMPILE);
+  assert_int_equal(err.status, FLOWGEN_COMPILE);
+  assert_null(image);
+  assert_int_equal(size, 0);
+  assert_null(log);
+  /* The message carries NVRTC's log: file(line), the error, the name. */
+  if (!strstr(err.message, "broken.cu(3)") ||
+      !strstr(err.message, "error") ||
+      !strstr(err.message, "undeclared_thing"))
+    fail_msg("the message lacks the NVRTC log: %s", err.message);
+  assert_non_null(strstr(err.message, "sm_90"));
+
+  /* The PTX target reports the same way. */
+  st = flowrt_compile(source, sizeof source - 1, "broken.cu", 90,
+                      FLOWRT_TARGET_PTX, false, &image, &size, NULL, &err);
+  assert_int_equal(st, FLOWGEN_COMPILE);
+  assert_non_null(strstr(err.message, "undeclared_thing"));
+}
+
+static void test_compile_bad_arguments(void **state) {
+  (void)state;
+  static const char source[] = "extern \"C\" __global__ void k() {}\n";
+  void *image = NULL;
+  size_t size = 0;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  /* The size must match the text. */
+  assert_int_equal(flowrt_compile(source, 5, "k.cu", 90, FLOWRT_TARGET_CUBIN,
+                                  false, &image, &size, NULL, &err),
+                   FLOWGEN_INVALID);
+  assert_null(image);
+  skip_without_nvrtc();
+  /* A cubin for an arch this NVRTC does not know. */
+  assert_int_equal(flowrt_compile(source, sizeof source - 1, "k.cu", 999,
+                                  FLOWRT_TARGET_CUBIN, false, &image, &size,
+                                  NULL, &err),
+                   FLOWGEN_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "sm_999"));
+  assert_null(image);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sweep_sm90),
+      cmocka_unit_test(test_sweep_sm80),
+      cmocka_unit_test(test_host_launcher_compiles),
+      cmocka_unit_test(test_default_compile_time),
+      cmocka_unit_test(test_ptx_target),
+      cmocka_unit_test(test_accepted_names_compile),
+      cmocka_unit_test(test_compile_error_carries_log),
+      cmocka_unit_test(test_compile_bad_arguments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

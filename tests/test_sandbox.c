@@ -1,0 +1,693 @@
+/* The template sandbox: what templates cannot reach, the instruction and
+ * memory caps, error locations (template file:line), the planner's refusal,
+ * sorted iteration.  Each test works in a temporary copy of the built-in
+ * templates and overwrites one file with a hostile or broken version. */
+#include "support.h"
+
+#include "flowgen.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PATH_SIZE 4096
+#define TEST_INSTRUCTIONS 5000000u /* a few ms of Lua: keeps the caps fast */
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
+  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
+  assert_true(n > 0 && n < PATH_SIZE);
+}
+
+static void copy_templates(const char *dir) {
+  char src_dir[PATH_SIZE], src[PATH_SIZE], dst[PATH_SIZE];
+  path_join(src_dir, fg_test_source_dir(), "templates");
+  DIR *d = opendir(src_dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    path_join(src, src_dir, e->d_name);
+    path_join(dst, dir, e->d_name);
+    size_t size = 0;
+    char *data = fg_test_read_file(src, &size);
+    assert_non_null(data);
+    fg_test_write_file(dst, data, size);
+    free(data);
+  }
+  closedir(d);
+}
+
+static void write_template(const char *dir, const char *name,
+                           const char *text) {
+  char path[PATH_SIZE];
+  path_join(path, dir, name);
+  fg_test_write_file(path, text, strlen(text));
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool under_valgrind(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "vgpreload");
+}
+
+/* Each test: a fresh folder holding a copy of the built-in templates. */
+static int setup(void **state) {
+  char *dir = fg_test_mkdtemp();
+  copy_templates(dir);
+  *state = dir;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fg_test_rmtree(*state);
+  free(*state);
+  return 0;
+}
+
+typedef struct run_result {
+  flowgen_status status;
+  flowgen_error err;
+  char *source;   /* malloc()ed on success */
+  double seconds;
+} run_result;
+
+static run_result run(const char *dir, uint64_t instructions, size_t memory) {
+  run_result r = {FLOWGEN_OK, {FLOWGEN_OK, ""}, NULL, 0};
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.template_dir = dir,
+                          .instruction_limit = instructions,
+                          .memory_limit = memory};
+  flowgen_kernel *k = NULL;
+  double t0 = now_seconds();
+  r.status = flowgen_generate(&spec, &opts, &k, &r.err);
+  r.seconds = now_seconds() - t0;
+  if (r.status == FLOWGEN_OK) {
+    assert_non_null(k);
+    r.source = strdup(flowgen_kernel_source(k));
+    flowgen_kernel_free(k);
+  } else {
+    assert_null(k);
+    assert_int_equal(r.err.status, r.status);
+  }
+  return r;
+}
+
+/* Runs generation from dir and checks the status and that the message holds
+ * each of the NULL-terminated substrings. */
+static void expect_failure(const char *dir, uint64_t instructions,
+                           size_t memory, flowgen_status status, ...) {
+  run_result r = run(dir, instructions, memory);
+  if (r.status != status)
+    fail_msg("status %s, expected %s; message: %s",
+             flowgen_status_name(r.status), flowgen_status_name(status),
+             r.status ? r.err.message : "(none)");
+  va_list ap;
+  va_start(ap, status);
+  for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+    if (!strstr(r.err.message, s)) {
+      va_end(ap);
+      fail_msg("expected \"%s\" in the message: %s", s, r.err.message);
+    }
+  va_end(ap);
+}
+
+static char *expect_success(const char *dir) {
+  run_result r = run(dir, 0, 0);
+  if (r.status != FLOWGEN_OK)
+    fail_msg("generation failed: %s: %s", flowgen_status_name(r.status),
+             r.err.message);
+  return r.source;
+}
+
+/* Generation in a child process with a deadline, for templates that might
+ * never return.  Fails the test if the child is still running after
+ * `seconds` (it is killed); otherwise fills *status and message. */
+static void run_with_deadline(const char *dir, uint64_t instructions,
+                              double seconds, flowgen_status *status,
+                              char *message, size_t message_size) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    flowgen_options opts = {.template_dir = dir,
+                            .instruction_limit = instructions};
+    flowgen_kernel *k = NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    flowgen_status st = flowgen_generate(&spec, &opts, &k, &err);
+    flowgen_kernel_free(k);
+    int code = (int)st;
+    ssize_t n = write(fds[1], &code, sizeof code);
+    n += write(fds[1], err.message, strlen(err.message) + 1);
+    close(fds[1]);
+    _exit(n > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  if (under_valgrind()) seconds *= 10;
+  double t0 = now_seconds();
+  int wstatus = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &wstatus, WNOHANG)) == 0 &&
+         now_seconds() - t0 < seconds) {
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &wstatus, 0);
+    close(fds[0]);
+    fail_msg("generation still running after %.1f s: the instruction limit "
+             "(%llu) did not stop the template",
+             seconds, (unsigned long long)instructions);
+  }
+  assert_int_equal(done, pid);
+  assert_true(WIFEXITED(wstatus));
+  int code = -1;
+  assert_int_equal(read(fds[0], &code, sizeof code), (ssize_t)sizeof code);
+  ssize_t n = read(fds[0], message, message_size - 1);
+  message[n > 0 ? n : 0] = '\0';
+  close(fds[0]);
+  *status = (flowgen_status)code;
+}
+
+/* ---- what templates cannot reach --------------------------------------------- */
+
+typedef struct hostile {
+  const char *line;     /* becomes line 3 of file.cut */
+  const char *message;  /* also expected (NULL: only the location) */
+} hostile;
+
+static const hostile hostile_lines[] = {
+    {"| local f = io.open('PWNED', 'w')", "undefined variable 'io'"},
+    {"| os.execute('touch PWNED')", "undefined variable 'os'"},
+    {"| local m = require('io')", "undefined variable 'require'"},
+    {"| dofile('PWNED')", "undefined variable 'dofile'"},
+    {"| local f = loadfile('PWNED')", "undefined variable 'loadfile'"},
+    {"| local f = load('return 1')", "undefined variable 'load'"},
+    {"| local f = loadstring('return 1')", "undefined variable 'loadstring'"},
+    {"| local i = debug.getinfo(1)", "undefined variable 'debug'"},
+    {"| local p = package.loaded", "undefined variable 'package'"},
+    {"| collectgarbage('stop')", "undefined variable 'collectgarbage'"},
+    {"| local ok = pcall(error, 'x')", "undefined variable 'pcall'"},
+    {"| local ok = xpcall(error, print)", "undefined variable 'xpcall'"},
+    {"| print('x')", "undefined variable 'print'"},
+    {"| local g = _G.io", "undefined variable '_G'"},
+    {"| local b = string.dump(function() end)", "dump"},
+    {"| local f = load(('').dump(function() return 1 end))", NULL},
+    {"| local r = math.random(6)", "random"},
+    {"| local s = getmetatable('').__index", "boolean"},
+    {"| local f = rawget(_ENV, 'io').open", "nil"},
+    {"$(io.open('PWNED', 'w'))", "undefined variable 'io'"},
+    {"x = $(os.getenv('HOME'))", "undefined variable 'os'"},
+};
+
+static void test_hostile_calls_fail_with_location(void **state) {
+  const char *dir = *state;
+  char pwned[PATH_SIZE];
+  path_join(pwned, dir, "PWNED");
+  for (size_t i = 0; i < sizeof hostile_lines / sizeof hostile_lines[0];
+       ++i) {
+    const hostile *h = &hostile_lines[i];
+    /* Point the hostile line's file names into the test folder. */
+    char line[PATH_SIZE * 2] = "";
+    const char *at = strstr(h->line, "PWNED");
+    if (at)
+      snprintf(line, sizeof line, "%.*s%s%s", (int)(at - h->line), h->line,
+               pwned, at + 5);
+    else
+      snprintf(line, sizeof line, "%s", h->line);
+    char text[PATH_SIZE * 3];
+    snprintf(text, sizeof text, "// line 1\n| local x = 1\n%s\nafter\n", line);
+    write_template(dir, "file.cut", text);
+    run_result r = run(dir, 0, 0);
+    if (r.status != FLOWGEN_TEMPLATE)
+      fail_msg("'%s': status %s, expected TEMPLATE (%s)", h->line,
+               flowgen_status_name(r.status),
+               r.status ? r.err.message : r.source);
+    if (!strstr(r.err.message, "file.cut:3:"))
+      fail_msg("'%s': the message does not name file.cut:3: %s", h->line,
+               r.err.message);
+    if (h->message && !strstr(r.err.message, h->message))
+      fail_msg("'%s': expected \"%s\" in: %s", h->line, h->message,
+               r.err.message);
+    assert_false(fg_test_file_exists(pwned));
+  }
+}
+
+static void test_hostile_planner_fails_with_location(void **state) {
+  const char *dir = *state;
+  write_template(dir, "plan.lua",
+                 "-- a planner that reads files\n"
+                 "local f = io.open('/etc/passwd')\n"
+                 "return function(spec) return nil end\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "plan.lua:2:",
+                 "undefined variable 'io'", NULL);
+  write_template(dir, "plan.lua",
+                 "return function(spec)\n"
+                 "  local info = debug.getinfo(1)\n"
+                 "end\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "plan.lua:2:",
+                 "undefined variable 'debug'", NULL);
+}
+
+/* The string metatable is hidden; strings' methods must not reach more
+ * than the template's `string` table (string.dump makes bytecode). */
+static void test_string_metatable(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "$(tostring(getmetatable('')))\n"
+                 "$(('ab'):rep(2)) $(('x'):upper())\n");
+  char *src = expect_success(dir);
+  assert_string_equal(src, "false\nabab X\n");
+  free(src);
+
+  write_template(dir, "plan.lua",
+                 "assert(getmetatable('') == false, 'metatable visible')\n"
+                 "return function(spec)\n"
+                 "  assert(getmetatable('') == false)\n"
+                 "  return {template = 'file.cut', variants = {{strategy = 'x',"
+                 " symbol = 'k', pack_symbol = 'p', min_batch = 0,"
+                 " max_batch = -1, block_threads = 32, rows_per_block = 1,"
+                 " cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,"
+                 " pack_threads = 32}}}\n"
+                 "end\n");
+  write_template(dir, "file.cut", "$(type(('').dump))\n");
+  src = expect_success(dir);
+  /* string.dump is left out of the template's string table on purpose;
+   * the method route ("").dump must not bring it back. */
+  bool hidden = strcmp(src, "nil\n") == 0;
+  free(src);
+  if (!hidden) fail_msg("(\"\").dump is reachable from templates");
+}
+
+static void test_bytecode_planner_is_refused(void **state) {
+  const char *dir = *state;
+  /* Lua 5.4's chunk header (LUA_SIGNATURE, version 0x54, format 0,
+   * LUAC_DATA, sizes), then junk: load() must refuse it before reading
+   * further. */
+  static const char bytecode[] =
+      "\x1bLua\x54\x00\x19\x93\r\n\x1a\n\x04\x08\x08\x78\x56\x00\x00\x00"
+      "\x00\x00\x00\x00\x00\x00\x00\x00\x28\x77\x40\x01\x00\x00";
+  char path[PATH_SIZE];
+  path_join(path, dir, "plan.lua");
+  fg_test_write_file(path, bytecode, sizeof bytecode - 1);
+  run_result r = run(dir, 0, 0);
+  assert_int_equal(r.status, FLOWGEN_TEMPLATE);
+  if (!strstr(r.err.message, "binary") && !strstr(r.err.message, "text"))
+    fail_msg("message does not say binary/text: %s", r.err.message);
+}
+
+/* Every template error names its file (DESIGN: errors carry their
+ * context); the bytecode refusal comes from load() without a position. */
+static void test_bytecode_refusal_names_the_file(void **state) {
+  const char *dir = *state;
+  static const char bytecode[] = "\x1bLua\x54\x00\x19\x93\r\n\x1a\n";
+  char path[PATH_SIZE];
+  path_join(path, dir, "plan.lua");
+  fg_test_write_file(path, bytecode, sizeof bytecode - 1);
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "binary", "plan.lua", NULL);
+}
+
+/* ---- the caps ------------------------------------------------------------------ */
+
+static void test_endless_loop_hits_instruction_limit(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "// 1\n// 2\n| local n = 0\n| while true do n = n + 1 end\n"
+                 "never\n");
+  run_result r = run(dir, TEST_INSTRUCTIONS, 0);
+  assert_int_equal(r.status, FLOWGEN_LIMIT);
+  assert_non_null(strstr(r.err.message, "instruction limit"));
+  if (!under_valgrind()) assert_true(r.seconds < 2.0);
+  /* Where it looped: the template's own file and line. */
+  if (!strstr(r.err.message, "file.cut:4:"))
+    fail_msg("the message does not name file.cut:4: %s", r.err.message);
+}
+
+static void test_endless_loop_in_planner(void **state) {
+  const char *dir = *state;
+  write_template(dir, "plan.lua",
+                 "return function(spec)\n"
+                 "  local x = 0\n"
+                 "  while true do x = x + 1 end\n"
+                 "end\n");
+  expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, "instruction limit",
+                 "plan.lua:3:", NULL);
+}
+
+/* A bare `while true do end` (one jump instruction) stops too, and a
+ * recursion without end is an error naming the template. */
+static void test_runaway_without_escape(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut", "| while true do end\n");
+  expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, "instruction limit",
+                 NULL);
+
+  write_template(dir, "file.cut",
+                 "// 1\n| local function f(n) return 1 + f(n + 1) end\n"
+                 "| f(1)\n");
+  run_result r = run(dir, 0, 16u << 20);
+  if (r.status != FLOWGEN_TEMPLATE && r.status != FLOWGEN_LIMIT)
+    fail_msg("endless recursion: status %s (%s)",
+             flowgen_status_name(r.status), r.err.message);
+  if (r.status == FLOWGEN_TEMPLATE)
+    assert_non_null(strstr(r.err.message, "file.cut:2:"));
+}
+
+static void test_memory_limit(void **state) {
+  const char *dir = *state;
+  const size_t limit = 16u << 20;
+  write_template(dir, "file.cut",
+                 "// 1\n| local s = string.rep('x', 64 * 1024 * 1024)\n"
+                 "$(#s)\n");
+  expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", "16 MiB", NULL);
+
+  write_template(dir, "file.cut", "| local s = ('x'):rep(4 * 1024 * 1024)\n"
+                                  "| while true do s = s .. s end\n");
+  expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", NULL);
+
+  write_template(dir, "file.cut",
+                 "| local t = {}\n| for i = 1, 1e9 do t[i] = {i} end\n");
+  expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", NULL);
+
+  /* Under the limit, the same template works. */
+  write_template(dir, "file.cut",
+                 "| local s = string.rep('x', 1024 * 1024)\n$(#s)\n");
+  run_result r = run(dir, 0, limit);
+  assert_int_equal(r.status, FLOWGEN_OK);
+  assert_string_equal(r.source, "1048576\n");
+  free(r.source);
+}
+
+/* A cap hit in one generation does not carry over to the next. */
+static void test_caps_are_per_generation(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut", "| while true do end\n");
+  expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, NULL);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = NULL;
+  flowgen_error err;
+  assert_int_equal(flowgen_generate(&spec, NULL, &k, &err), FLOWGEN_OK);
+  flowgen_kernel_free(k);
+}
+
+/* The count hook does not run inside C functions: Lua patterns with
+ * heavy backtracking would run for hours.  The cap must still hold. */
+static void test_pattern_backtracking_is_capped(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "| local s = string.rep('a', 3000)\n"
+                 "| local found = string.find(s, '.-.-.-.-b')\n"
+                 "$(tostring(found))\n");
+  flowgen_status st = FLOWGEN_OK;
+  char message[FLOWGEN_ERROR_MESSAGE_MAX];
+  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
+  /* find() is plain text search in templates: nothing to backtrack. */
+  assert_int_equal(st, FLOWGEN_OK);
+  /* and the pattern functions are not there at all */
+  write_template(dir, "file.cut", "| local m = string.match('ab', '.-b')\n");
+  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
+  assert_int_equal(st, FLOWGEN_TEMPLATE);
+  assert_non_null(strstr(message, "file.cut:1:"));
+}
+
+/* Finalizers run with hooks off (Lua's GCTM): an endless __gc must not
+ * escape the instruction cap, during generation or when the state closes. */
+static void test_endless_finalizer_is_capped(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "| setmetatable({}, {__gc = function() while true do end end})\n"
+                 "done\n");
+  flowgen_status st = FLOWGEN_OK;
+  char message[FLOWGEN_ERROR_MESSAGE_MAX];
+  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
+  (void)st; /* refusing the template or ignoring the finalizer are both fine */
+}
+
+/* ---- error locations ---------------------------------------------------------- */
+
+static void test_syntax_error_in_lua_line(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "// 1\n// 2\n| local a = 1\n// 4\n| local b = = 2\n// 6\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut:5:", NULL);
+
+  write_template(dir, "file.cut", "| for i = 1, 3 do\nx\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut:", "'end' expected",
+                 NULL);
+}
+
+static void test_bad_inline_expression(void **state) {
+  const char *dir = *state;
+  static const struct {
+    const char *text, *message;
+  } cases[] = {
+      {"// 1\n// 2\n// 3\n// 4\n// 5\nx = $(1 +);\n", "file.cut:6:"},
+      {"// 1\ncost $ 5\n", "file.cut:2: '$' must be followed"},
+      {"// 1\n// 2\n$(spec.dim\n", "file.cut:3:"},
+      {"// 1\n| local t = {}\n$(t.missing.field)\n", "file.cut:3:"},
+      {"// 1\n$(no_such_variable)\n", "file.cut:2: undefined variable 'no_such_variable'"},
+      {"// 1\n// 2\n| error('custom failure')\n", "file.cut:3: custom failure"},
+      {"// 1\n| local x = nil + 1\n", "file.cut:2:"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    write_template(dir, "file.cut", cases[i].text);
+    run_result r = run(dir, 0, 0);
+    if (r.status != FLOWGEN_TEMPLATE || !strstr(r.err.message, cases[i].message))
+      fail_msg("case %zu: %s \"%s\", expected TEMPLATE and \"%s\"", i,
+               flowgen_status_name(r.status), r.status ? r.err.message : "",
+               cases[i].message);
+  }
+}
+
+/* Values $(...) cannot print are reported at the template line that tried,
+ * not inside the engine. */
+static void test_unprintable_value_names_template_line(void **state) {
+  const char *dir = *state;
+  static const char *const texts[] = {
+      "// 1\n// 2\nkDt = $(1 / 3);\n",  /* a float */
+      "// 1\n// 2\n$(spec)\n",          /* a table */
+      "// 1\n// 2\n$(nil)\n",           /* nil */
+  };
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; ++i) {
+    write_template(dir, "file.cut", texts[i]);
+    run_result r = run(dir, 0, 0);
+    assert_int_equal(r.status, FLOWGEN_TEMPLATE);
+    if (!strstr(r.err.message, "file.cut:3:"))
+      fail_msg("case %zu: the message does not name file.cut:3: %s", i,
+               r.err.message);
+  }
+}
+
+/* An error in an included template names that template. */
+static void test_error_in_included_template(void **state) {
+  const char *dir = *state;
+  write_template(dir, "tiled.cut", "// 1\n// 2\n| local x = spec.dim .. {}\n");
+  run_result r = run(dir, 0, 0);
+  assert_int_equal(r.status, FLOWGEN_TEMPLATE);
+  if (!strstr(r.err.message, "tiled.cut:3:"))
+    fail_msg("the message does not name tiled.cut:3: %s", r.err.message);
+
+  write_template(dir, "file.cut", "| include('nope.cut')\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "nope.cut", NULL);
+  write_template(dir, "file.cut", "| include('../plan.lua')\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "invalid template name", NULL);
+  write_template(dir, "file.cut", "| include('/etc/passwd')\n");
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "invalid template name", NULL);
+}
+
+static void test_missing_templates(void **state) {
+  (void)state;
+  char *empty = fg_test_mkdtemp();
+  expect_failure(empty, 0, 0, FLOWGEN_TEMPLATE, "plan.lua", NULL);
+  char missing[PATH_SIZE];
+  path_join(missing, empty, "no-such-folder");
+  expect_failure(missing, 0, 0, FLOWGEN_TEMPLATE, "plan.lua", "no-such-folder",
+                 NULL);
+  /* plan.lua alone: the template it names is missing. */
+  write_template(empty, "plan.lua",
+                 "return function(spec) return {template = 'gone.cut', "
+                 "variants = {{strategy = 'x', symbol = 'k', pack_symbol = 'p',"
+                 " min_batch = 0, max_batch = -1, block_threads = 32,"
+                 " rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0,"
+                 " params_bytes = 4, pack_threads = 32}}} end\n");
+  expect_failure(empty, 0, 0, FLOWGEN_TEMPLATE, "gone.cut", NULL);
+  fg_test_rmtree(empty);
+  free(empty);
+}
+
+/* ---- the planner ---------------------------------------------------------------- */
+
+static void test_refuse_is_unsupported(void **state) {
+  const char *dir = *state;
+  write_template(dir, "plan.lua",
+                 "return function(spec)\n"
+                 "  refuse('D=' .. spec.dim .. ' is too wide for this planner')\n"
+                 "end\n");
+  run_result r = run(dir, 0, 0);
+  assert_int_equal(r.status, FLOWGEN_UNSUPPORTED);
+  assert_string_equal(r.err.message, "D=64 is too wide for this planner");
+
+  /* refuse() from a kernel template is a refusal too. */
+  copy_templates(dir);
+  write_template(dir, "file.cut", "| refuse('no kernel for this shape')\n");
+  r = run(dir, 0, 0);
+  assert_int_equal(r.status, FLOWGEN_UNSUPPORTED);
+  assert_string_equal(r.err.message, "no kernel for this shape");
+}
+
+#define PLAN_HEAD "return function(spec)\n  return {template = 'file.cut', variants = {\n"
+#define PLAN_TAIL "  }}\nend\n"
+#define VARIANT(strategy, min, max, threads, rows, cluster, shared)           \
+  "    {strategy = '" strategy "', symbol = 'k_" strategy "', "                 \
+  "pack_symbol = 'k_pack', min_batch = " #min ", max_batch = " #max ", "        \
+  "block_threads = " #threads ", rows_per_block = " #rows ", "                  \
+  "cluster_blocks = " #cluster ", shared_bytes = " #shared ", "                 \
+  "params_bytes = 16, pack_threads = 32},\n"
+
+/* A planner of our own: its variants come back through the C API as given,
+ * and the template renders with `$$` and `$(...)`. */
+static void test_custom_planner_variants(void **state) {
+  const char *dir = *state;
+  write_template(dir, "plan.lua",
+                 PLAN_HEAD VARIANT("small", 0, 15, 64, 2, 1, 0)
+                     VARIANT("big", 16, -1, 128, 8, 2, 1024) PLAN_TAIL);
+  write_template(dir, "file.cut",
+                 "// costs $$5: D=$(spec.dim) S=$(spec.steps) n=$(#plan.variants)\n"
+                 "| for _, v in ipairs(plan.variants) do\n"
+                 "$(v.symbol) $(v.block_threads)\n"
+                 "| end\n");
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.template_dir = dir};
+  flowgen_kernel *k = NULL;
+  flowgen_error err;
+  if (flowgen_generate(&spec, &opts, &k, &err))
+    fail_msg("generate: %s", err.message);
+  assert_string_equal(flowgen_kernel_source(k),
+                      "// costs $5: D=64 S=32 n=2\nk_small 64\nk_big 128\n");
+  assert_int_equal(flowgen_kernel_variant_count(k), 2);
+  const flowgen_variant *small = flowgen_kernel_variant(k, 0);
+  const flowgen_variant *big = flowgen_kernel_variant(k, 1);
+  assert_string_equal(small->strategy, "small");
+  assert_string_equal(big->symbol, "k_big");
+  assert_string_equal(big->pack_symbol, "k_pack");
+  assert_int_equal(small->max_batch, 15);
+  assert_int_equal(big->min_batch, 16);
+  assert_int_equal(big->max_batch, -1);
+  assert_int_equal(big->rows_per_block, 8);
+  assert_int_equal(big->cluster_blocks, 2);
+  assert_int_equal(big->shared_bytes, 1024);
+  assert_int_equal(big->params_bytes, 16);
+  assert_int_equal(big->pack_threads, 32);
+  assert_ptr_equal(flowgen_kernel_pick(k, 0), small);
+  assert_ptr_equal(flowgen_kernel_pick(k, 15), small);
+  assert_ptr_equal(flowgen_kernel_pick(k, 16), big);
+  assert_ptr_equal(flowgen_kernel_pick(k, INT64_MAX), big);
+  flowgen_kernel_free(k);
+}
+
+static void test_bad_plans_are_template_errors(void **state) {
+  const char *dir = *state;
+  static const struct {
+    const char *plan, *message;
+  } cases[] = {
+      {"return 42\n", "must return a function(spec)"},
+      {"return function(spec) return {template = 'file.cut'} end\n",
+       "non-empty 'variants'"},
+      {"return function(spec) return {template = 'file.cut', variants = {}} end\n",
+       "non-empty 'variants'"},
+      {"return function(spec) return {variants = {1}} end\n", "'template'"},
+      {"return function(spec) return {template = 'file.cut', variants = {7}} end\n",
+       "variants[1] is not a table"},
+      {PLAN_HEAD VARIANT("x", 0, -1, 1.5, 1, 1, 0) PLAN_TAIL,
+       "variants[1].block_threads must be an integer"},
+      {PLAN_HEAD VARIANT("x", 0, -1, 0, 1, 1, 0) PLAN_TAIL,
+       "impossible launch configuration"},
+      {PLAN_HEAD VARIANT("x", 0, -1, 2048, 1, 1, 0) PLAN_TAIL,
+       "impossible launch configuration"},
+      {PLAN_HEAD VARIANT("x", 0, -1, 32, 0, 1, 0) PLAN_TAIL,
+       "impossible launch configuration"},
+      {PLAN_HEAD VARIANT("x", -1, -1, 32, 1, 1, 0) PLAN_TAIL,
+       "impossible launch configuration"},
+  };
+  write_template(dir, "file.cut", "ok\n");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    write_template(dir, "plan.lua", cases[i].plan);
+    run_result r = run(dir, 0, 0);
+    if (r.status != FLOWGEN_TEMPLATE || !strstr(r.err.message, cases[i].message))
+      fail_msg("case %zu: %s \"%s\", expected TEMPLATE and \"%s\"", i,
+               flowgen_status_name(r.status), r.status ? r.err.message : "",
+               cases[i].message);
+    if (!strstr(r.err.message, "plan.lua"))
+      fail_msg("case %zu: the message does not name plan.lua: %s", i,
+               r.err.message);
+  }
+}
+
+/* ---- determinism ------------------------------------------------------------------ */
+
+static void test_pairs_iterates_sorted(void **state) {
+  const char *dir = *state;
+  write_template(dir, "file.cut",
+                 "| local t = {zulu = 1, alpha = 2, mike = 3, [3] = 4, [1] = 5,"
+                 " [2] = 6, bravo = 7, yankee = 8, echo = 9, [10] = 10,"
+                 " kilo = 11, charlie = 12, xray = 13, golf = 14, [-1] = 15}\n"
+                 "| local keys = {}\n"
+                 "| for k, v in pairs(t) do keys[#keys + 1] = tostring(k) .. '=' .. v end\n"
+                 "$(table.concat(keys, ' '))\n");
+  char *src = expect_success(dir);
+  assert_string_equal(src,
+                      "-1=15 1=5 2=6 3=4 10=10 alpha=2 bravo=7 charlie=12 "
+                      "echo=9 golf=14 kilo=11 mike=3 xray=13 yankee=8 "
+                      "zulu=1\n");
+  free(src);
+}
+
+int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_hostile_calls_fail_with_location),
+      T(test_hostile_planner_fails_with_location),
+      T(test_string_metatable),
+      T(test_bytecode_planner_is_refused),
+      T(test_bytecode_refusal_names_the_file),
+      T(test_endless_loop_hits_instruction_limit),
+      T(test_endless_loop_in_planner),
+      T(test_runaway_without_escape),
+      T(test_memory_limit),
+      T(test_caps_are_per_generation),
+      T(test_pattern_backtracking_is_capped),
+      T(test_endless_finalizer_is_capped),
+      T(test_syntax_error_in_lua_line),
+      T(test_bad_inline_expression),
+      T(test_unprintable_value_names_template_line),
+      T(test_error_in_included_template),
+      T(test_missing_templates),
+      T(test_refuse_is_unsupported),
+      T(test_custom_planner_variants),
+      T(test_bad_plans_are_template_errors),
+      T(test_pairs_iterates_sorted),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
