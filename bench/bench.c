@@ -8,7 +8,8 @@
  * with NaN before every run and checked for unwritten elements; error as
  * relative L2 norm against the fp64 reference.
  *
- * usage: bench [--quick] [--json FILE] [--shapes D,H,S;...] [--batches B,...]
+ * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--shapes D,H,S;...]
+ *              [--batches B,...]
  */
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -205,12 +206,25 @@ static void launch(const run_ctx *c, int set) {
                    (unsigned)((D + 2 * H) * 4), c->stream, args, NULL));
 }
 
+static double warmup_ms = 200;
+
+/* Launches until warmup_ms of wall time have passed (at least `warmup`
+ * launches), so that the GPU has left its idle clocks before timing. */
+static void warm_up(const run_ctx *c, int warmup) {
+  double t0 = fg_now_ms();
+  for (int i = 0; i < warmup || fg_now_ms() - t0 < warmup_ms; ++i) {
+    launch(c, i % c->sets);
+    if (i % 64 == 63) CHECK(fg_cuda(NULL)->cuCtxSynchronize());
+  }
+  CHECK(fg_cuda(NULL)->cuCtxSynchronize());
+}
+
 static timing time_runs(const run_ctx *c, int warmup, int runs) {
   CUevent start, stop;
   CHECK(drv.event_create(&start, 0));
   CHECK(drv.event_create(&stop, 0));
   size_t n = (size_t)c->batch * c->spec->dim;
-  for (int i = 0; i < warmup; ++i) launch(c, i % c->sets);
+  warm_up(c, warmup);
   double *t = malloc(sizeof(double) * runs);
   for (int i = 0; i < runs; ++i) {
     CHECK(drv.memset32(c->x, 0x7fc00000u, n)); /* poison: NaN */
@@ -439,6 +453,8 @@ static void parse(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) {
       o->quick = true;
+    } else if (strcmp(argv[i], "--warmup-ms") == 0 && i + 1 < argc) {
+      warmup_ms = atof(argv[++i]);
     } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       o->json_path = argv[++i];
     } else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) {
@@ -452,7 +468,8 @@ static void parse(int argc, char **argv, options *o) {
       for (char *p = strtok(argv[++i], ","); p && o->batch_count < 32; p = strtok(NULL, ","))
         o->batches[o->batch_count++] = atoll(p);
     } else {
-      fprintf(stderr, "usage: bench [--quick] [--json FILE] [--shapes D,H,S;...] [--batches B,...]\n");
+      fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] "
+                      "[--shapes D,H,S;...] [--batches B,...]\n");
       exit(2);
     }
   }

@@ -150,18 +150,19 @@ return function(spec)
   local tune = spec.tune
   local segments, params_floats = params_layout(spec.dim, spec.hidden)
   local variants = {}
-  -- Small batches: clusters of `blocks` blocks; a variant with r rows per
-  -- cluster serves batches up to r times the clusters an H100/H200 holds at
-  -- once (128 SMs' worth), so one wave of clusters covers the batch.
+  -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
+  -- cluster serves batches up to r times the clusters an H100/H200 runs at
+  -- once (measured: 8 clusters of 8 blocks; 16 take two waves).
   local blocks = math.tointeger(tonumber(tune.cluster or "8"))
+  local clusters_at_once = 64 // blocks
   local covered = 0
   if tune.strategy ~= "tiled" then
-    for _, rows in ipairs(list_of_ints(tune.rows, {1, 4})) do
-      local limit = rows * (128 // blocks)
+    for _, rows in ipairs(list_of_ints(tune.rows, {1, 8})) do
+      local limit = rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit)
-      if v then v.drop = tune.drop end
       if v and limit > covered then
         v.min_batch = covered + 1
+        v.drop = tune.drop
         variants[#variants + 1] = v
         covered = limit
       end

@@ -1,0 +1,121 @@
+"""The peer: the same model and sampler in PyTorch, eager and replayed as a
+CUDA graph, timed with CUDA events (warm-up, median of many runs, fresh
+random inputs, output checked against float64).
+
+usage: python3 bench/pytorch_baseline.py [--shapes 64,256,32;...]
+                                         [--batches 1,8,...] [--json FILE]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn as nn
+
+
+def make_model(dim, hidden):
+    return nn.Sequential(nn.Linear(dim + 1, hidden), nn.SiLU(),
+                         nn.Linear(hidden, hidden), nn.SiLU(),
+                         nn.Linear(hidden, dim))
+
+
+def integrate(velocity, x, steps):
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = torch.full((x.shape[0], 1), (k + 0.5) / steps, dtype=x.dtype, device=x.device)
+        x = x + dt * velocity(torch.cat([x, t], dim=-1))
+    return x
+
+
+def time_ms(fn, runs, warmup_runs=5, warmup_ms=200.0):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # Warm up until the GPU has left its idle clocks.
+    begin = torch.cuda.Event(enable_timing=True)
+    begin.record()
+    i = 0
+    while True:
+        fn()
+        i += 1
+        stop.record()
+        stop.synchronize()
+        if i >= warmup_runs and begin.elapsed_time(stop) >= warmup_ms:
+            break
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times), min(times), max(times)
+
+
+def bench(dim, hidden, steps, batch, quick):
+    torch.manual_seed(dim * 1000 + hidden + steps)
+    model = make_model(dim, hidden).cuda().eval()
+    model64 = make_model(dim, hidden).cuda().double().eval()
+    model64.load_state_dict(model.state_dict())
+    sets = [torch.randn(batch, dim, device="cuda") for _ in range(3)]
+    runs = 10 if quick or batch >= 65536 else 50
+    result = {"dim": dim, "hidden": hidden, "steps": steps, "batch": batch}
+    with torch.no_grad():
+        ref = integrate(model64, sets[0].double(), steps)
+        out = integrate(model, sets[0], steps)
+        result["relerr"] = ((out.double() - ref).norm() / ref.norm()).item()
+        counter = [0]
+
+        def eager():
+            counter[0] += 1
+            integrate(model, sets[counter[0] % 3], steps)
+
+        result["eager_ms"] = time_ms(eager, runs)
+        static_x = sets[0].clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            integrate(model, static_x, steps)  # warm-up before capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = integrate(model, static_x, steps)
+
+        def replay():
+            counter[0] += 1
+            static_x.copy_(sets[counter[0] % 3])
+            graph.replay()
+
+        result["graph_ms"] = time_ms(replay, runs)
+        static_x.copy_(sets[1])
+        graph.replay()
+        ref1 = integrate(model64, sets[1].double(), steps)
+        result["graph_relerr"] = ((static_out.double() - ref1).norm() / ref1.norm()).item()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--shapes", default="64,256,32")
+    parser.add_argument("--batches", default="1,8,64,1000,4096,65536")
+    parser.add_argument("--json")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()} (fp32, TF32 off)")
+    results = []
+    for shape in args.shapes.split(";"):
+        dim, hidden, steps = (int(v) for v in shape.split(","))
+        for batch in (int(b) for b in args.batches.split(",")):
+            r = bench(dim, hidden, steps, batch, args.quick)
+            results.append(r)
+            print(f"D={dim:<4} H={hidden:<4} S={steps:<4} B={batch:<8} "
+                  f"eager {r['eager_ms'][0] * 1e3:10.1f} us   graph {r['graph_ms'][0] * 1e3:10.1f} us"
+                  f"   relerr {r['relerr']:.2e}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+                       "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
