@@ -51,6 +51,7 @@ static flowgen_status fetch_image(const fg_nvrtc_api *api, nvrtcProgram prog,
                    ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", err);
   if (st) {
     free(image);
+    *size = 0;
     return st;
   }
   *out = image;

@@ -46,9 +46,13 @@ FG_HIDDEN const fg_nvrtc_api *fg_nvrtc(flowgen_error *err);
 /* Closes both (tests use this to start over). */
 FG_HIDDEN void fg_loader_reset(void);
 
-/* CUDA_SUCCESS -> OK; else CUDA with "what: CUDA_ERROR_X (text)". */
+/* CUDA_SUCCESS -> OK; else CUDA with "what failed: CUDA_ERROR_X (text)".
+ * FG_CU(err, cuMemAlloc, (&p, n)) calls fg_cuda()->cuMemAlloc(&p, n) of the
+ * loaded driver `cu` in scope and names "cuMemAlloc" in the message. */
 FG_HIDDEN flowgen_status fg_cuda_check(CUresult result, const char *what,
                                        flowgen_error *err);
-#define FG_CU(err, call) fg_cuda_check((call), #call, (err))
+#define FG_CU(err, call) fg_cuda_check((call), fg_call_name(#call), (err))
+/* "rt->cu->cuMemAlloc(&raw, n)" -> "cuMemAlloc" (a static buffer per thread). */
+FG_HIDDEN const char *fg_call_name(const char *expression);
 
 #endif

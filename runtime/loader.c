@@ -1,6 +1,7 @@
 /* Opening the CUDA driver and NVRTC at run time. */
 #include "cuda_api.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -163,4 +164,19 @@ flowgen_status fg_cuda_check(CUresult result, const char *what,
   }
   return fg_fail(err, FLOWGEN_CUDA, "%s failed: %s (%s, code %d)", what, name,
                  text, (int)result);
+}
+
+const char *fg_call_name(const char *expression) {
+  static _Thread_local char name[64];
+  /* The identifier just before the first '(': the function called. */
+  const char *paren = strchr(expression, '(');
+  const char *end = paren ? paren : expression + strlen(expression);
+  const char *start = end;
+  while (start > expression && (isalnum((unsigned char)start[-1]) || start[-1] == '_'))
+    --start;
+  size_t n = (size_t)(end - start);
+  if (n >= sizeof name) n = sizeof name - 1;
+  memcpy(name, start, n);
+  name[n] = '\0';
+  return name;
 }

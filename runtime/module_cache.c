@@ -47,7 +47,8 @@ static void warn_of(flowrt_warn_fn warn, void *ctx, const char *what,
   warn(ctx, line);
 }
 
-flowgen_status fg_module_obtain(const char *dir, const char *source,
+flowgen_status fg_module_obtain(const char *dir, bool skip_lookup,
+                                const char *source,
                                 size_t size, const char *name, int arch,
                                 flowrt_target target, flowrt_warn_fn warn,
                                 void *warn_ctx, fg_module_image *out,
@@ -58,7 +59,7 @@ flowgen_status fg_module_obtain(const char *dir, const char *source,
   char *key = fg_module_key(source, size, arch, target, nvrtc->version);
   if (!key) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   flowgen_error disk_err;
-  if (dir) {
+  if (dir && !skip_lookup) {
     fg_cache_result found = FG_CACHE_MISS;
     if (fg_cache_get(dir, key, &found, &out->data, &out->size, &disk_err))
       warn_of(warn, warn_ctx, "module cache", &disk_err);

@@ -21,9 +21,11 @@ typedef struct fg_module_image {
 } fg_module_image;
 
 /* The compiled image of source: from the disk cache in dir (NULL = no disk
- * cache) or compiled by NVRTC and then stored there.  A disk problem never
- * fails the call: it goes to warn (which may be NULL). */
-FG_HIDDEN flowgen_status fg_module_obtain(const char *dir, const char *source,
+ * cache; skip_lookup = compile and replace the entry) or compiled by NVRTC
+ * and then stored there.  A disk problem never fails the call: it goes to
+ * warn (which may be NULL). */
+FG_HIDDEN flowgen_status fg_module_obtain(const char *dir, bool skip_lookup,
+                                          const char *source,
                                           size_t size, const char *name,
                                           int arch, flowrt_target target,
                                           flowrt_warn_fn warn, void *warn_ctx,

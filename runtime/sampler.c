@@ -160,13 +160,14 @@ static void module_free(flowrt_runtime *rt, fg_module *m) {
 void flowrt_close(flowrt_runtime *rt) {
   if (!rt) return;
   if (rt->ctx) {
-    if (push_ctx(rt, NULL) == FLOWGEN_OK) {
-      for (fg_module *m = rt->modules, *next; m; m = next) {
-        next = m->next;
-        module_free(rt, m);
-      }
-      pop_ctx(rt);
+    /* Free even if the context cannot be made current: the driver finds a
+     * pointer's or module's context itself, and the host side must go. */
+    bool pushed = push_ctx(rt, NULL) == FLOWGEN_OK;
+    for (fg_module *m = rt->modules, *next; m; m = next) {
+      next = m->next;
+      module_free(rt, m);
     }
+    if (pushed) pop_ctx(rt);
     rt->cu->cuDevicePrimaryCtxRelease(rt->device);
   }
   pthread_mutex_destroy(&rt->lock);
@@ -218,11 +219,12 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
   flowgen_spec_symbol(&m->spec, name, sizeof name - 4);
   strcat(name, ".cu");
   const char *dir = rt->disk_cache ? rt->cache_dir : NULL;
+  bool skip_lookup = false;
   for (int attempt = 0;; ++attempt) {
     fg_module_image image;
-    flowgen_status st = fg_module_obtain(dir, src, size, name, rt->compile_arch,
-                                         rt->target, rt->warn, rt->warn_ctx,
-                                         &image, err);
+    flowgen_status st = fg_module_obtain(dir, skip_lookup, src, size, name,
+                                         rt->compile_arch, rt->target, rt->warn,
+                                         rt->warn_ctx, &image, err);
     if (st) return st;
     stats->disk_hit = image.disk_hit;
     stats->compile_ms += image.compile_ms;
@@ -231,7 +233,7 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
     stats->load_ms += fg_now_ms() - t0;
     free(image.data);
     if (!st || !image.disk_hit || attempt > 0) return st;
-    dir = NULL; /* the cached image was unusable: compile, don't trust it */
+    skip_lookup = true; /* the cached image was unusable: compile, replace it */
   }
 }
 
@@ -376,10 +378,9 @@ void flowrt_sampler_destroy(flowrt_sampler *s) {
   if (!s) return;
   flowrt_runtime *rt = s->rt;
   pthread_mutex_lock(&rt->lock);
-  if (push_ctx(rt, NULL) == FLOWGEN_OK) {
-    if (s->params) rt->cu->cuMemFree(s->params);
-    pop_ctx(rt);
-  }
+  bool pushed = push_ctx(rt, NULL) == FLOWGEN_OK;
+  if (s->params) rt->cu->cuMemFree(s->params);
+  if (pushed) pop_ctx(rt);
   put_module(s->mod);
   pthread_mutex_unlock(&rt->lock);
   free(s);

@@ -1,0 +1,672 @@
+/* `flowgen sample` and `flowgen cache`, driven as a user would: through the
+ * binary, checking exit codes, the one-line "flowgen: ..." messages, and the
+ * files written (or, on failure, not written). */
+#include "support.h"
+
+#include "flowrt.h"
+#include "npy.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATH_SIZE 4096
+#define CMD_SIZE 16384
+
+/* Exit codes (flowgen --help). */
+enum { EXIT_IO = 1, EXIT_USAGE = 2, EXIT_DRIVER = 5, EXIT_INPUT = 6 };
+
+/* snprintf that fails the test rather than truncate. */
+static void print_into(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void print_into(char *buf, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= size) fail_msg("text too long for its buffer: %.80s...", buf);
+}
+
+static char data_dir[PATH_SIZE];     /* tests/data */
+static char weights_path[PATH_SIZE]; /* tiny_f32.safetensors: D=3, H=5 */
+
+typedef struct cli_fixture {
+  char *dir;             /* this test's scratch folder */
+  char cache[PATH_SIZE]; /* $FLOWGEN_CACHE_DIR for its commands */
+  char out[PATH_SIZE];   /* the usual -o */
+} cli_fixture;
+
+static int group_setup(void **state) {
+  (void)state;
+  print_into(data_dir, sizeof data_dir, "%s/tests/data", fg_test_source_dir());
+  print_into(weights_path, sizeof weights_path, "%s/tiny_f32.safetensors", data_dir);
+  if (!fg_test_file_exists(weights_path) || !fg_test_file_exists(fg_test_flowgen_bin())) {
+    fprintf(stderr, "missing %s or %s (FLOWGEN_SOURCE_DIR, FLOWGEN_BIN)\n", weights_path,
+            fg_test_flowgen_bin());
+    return -1;
+  }
+  return 0;
+}
+
+static int setup(void **state) {
+  cli_fixture *f = calloc(1, sizeof *f);
+  f->dir = fg_test_mkdtemp();
+  print_into(f->cache, sizeof f->cache, "%s/cache", f->dir);
+  print_into(f->out, sizeof f->out, "%s/out.npy", f->dir);
+  /* Every command gets this cache folder: none touches ~/.cache. */
+  setenv("FLOWGEN_CACHE_DIR", f->cache, 1);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  cli_fixture *f = *state;
+  fg_test_rmtree(f->dir);
+  free(f->dir);
+  free(f);
+  return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static bool contains_bytes(const char *data, size_t size, const char *part) {
+  size_t n = strlen(part);
+  for (size_t i = 0; i + n <= size; ++i)
+    if (memcmp(data + i, part, n) == 0) return true;
+  return false;
+}
+
+static void path_in(char out[PATH_SIZE], const char *dir, const char *name) {
+  print_into(out, PATH_SIZE, "%s/%s", dir, name);
+}
+
+/* Runs `flowgen ARGS` (ARGS is shell text); returns the exit code. */
+static int flowgen(char **out, char **err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int flowgen(char **out, char **err, const char *fmt, ...) {
+  char args[CMD_SIZE - PATH_SIZE - 8], cmd[CMD_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  assert_true(n > 0 && (size_t)n < sizeof args);
+  print_into(cmd, sizeof cmd, "'%s' %s", fg_test_flowgen_bin(), args);
+  return fg_test_run(cmd, out, err);
+}
+
+/* stderr must be exactly one line "flowgen: ...\n" holding each of parts. */
+static void expect_one_error_line(const char *err, const char *part1, const char *part2) {
+  if (strncmp(err, "flowgen: ", 9) != 0 || !strchr(err, '\n') ||
+      strchr(err, '\n')[1] != '\0')
+    fail_msg("expected one line \"flowgen: ...\" on stderr, got: [%s]", err);
+  if (part1 && !strstr(err, part1)) fail_msg("expected '%s' in: %s", part1, err);
+  if (part2 && !strstr(err, part2)) fail_msg("expected '%s' in: %s", part2, err);
+}
+
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+static const char sentinel[] = "an output file from before: must survive\n";
+
+/* Runs a sample command meant to fail, twice: with no output file (none may
+ * appear) and with one already there (it must be left as it was).  The
+ * command's -o is f->out.  Expects the exit code and an error line naming
+ * part1 (and part2). */
+static void expect_sample_fails(cli_fixture *f, int code, const char *part1,
+                                const char *part2, const char *args) {
+  for (int existing = 0; existing < 2; ++existing) {
+    remove(f->out);
+    if (existing) fg_test_write_file(f->out, sentinel, sizeof sentinel - 1);
+    int entries = count_entries(f->dir);
+    char *out = NULL, *err = NULL;
+    int rc = flowgen(&out, &err, "sample %s", args);
+    if (rc != code) fail_msg("sample %s: exit %d, expected %d; stderr: %s", args, rc, code, err);
+    expect_one_error_line(err, part1, part2);
+    assert_string_equal(out, "");
+    if (!existing) {
+      if (fg_test_file_exists(f->out)) fail_msg("sample %s: wrote %s", args, f->out);
+    } else {
+      size_t size = 0;
+      char *now = fg_test_read_file(f->out, &size);
+      assert_non_null(now);
+      if (size != sizeof sentinel - 1 || memcmp(now, sentinel, size) != 0)
+        fail_msg("sample %s: changed the existing %s", args, f->out);
+      free(now);
+    }
+    /* No temporary file left next to the output either. */
+    if (count_entries(f->dir) != entries) fail_msg("sample %s: left a file behind", args);
+    free(out);
+    free(err);
+  }
+}
+
+static float *read_npy(const char *path, int64_t *rows, int64_t *cols) {
+  float *data = NULL;
+  flowgen_error err;
+  if (fg_npy_read(path, &data, rows, cols, &err)) fail_msg("%s", err.message);
+  return data;
+}
+
+static void write_npy(const char *path, const float *data, int64_t rows, int64_t cols) {
+  flowgen_error err;
+  if (fg_npy_write(path, data, rows, cols, &err)) fail_msg("%s", err.message);
+}
+
+/* The fp64 reference rounded to fp32, in this process. */
+static float *reference(const float *x0, int64_t rows, int steps) {
+  flowrt_weights *w = NULL;
+  flowgen_error err;
+  if (flowrt_weights_load(weights_path, NULL, 0, 0, &w, &err)) fail_msg("%s", err.message);
+  assert_int_equal(w->dim, 3);
+  assert_int_equal(w->hidden, 5);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = 3;
+  spec.hidden = 5;
+  spec.steps = steps;
+  float *x = malloc((size_t)rows * 3 * sizeof(float) + 1);
+  if (flowrt_reference(&spec, w, x0, x, rows, &err)) fail_msg("%s", err.message);
+  flowrt_weights_free(w);
+  return x;
+}
+
+/* ---- sample: results --------------------------------------------------------- */
+
+static void expect_sample_ok(const char *args) {
+  char *out = NULL, *err = NULL;
+  int rc = flowgen(&out, &err, "sample %s", args);
+  if (rc != 0) fail_msg("sample %s: exit %d: %s", args, rc, err);
+  assert_string_equal(out, "");
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+}
+
+static void test_sample_cpu_matches_reference(void **state) {
+  cli_fixture *f = *state;
+  enum { ROWS = 7 };
+  float x0[ROWS * 3];
+  fg_test_fill_uniform(x0, ROWS * 3, fg_test_seed(), 2.5f);
+  char x0_path[PATH_SIZE];
+  path_in(x0_path, f->dir, "x0.npy");
+  write_npy(x0_path, x0, ROWS, 3);
+
+  const int steps[2] = {32, 5}; /* the default, and --steps */
+  for (int k = 0; k < 2; ++k) {
+    char args[CMD_SIZE / 2];
+    print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'%s",
+             weights_path, x0_path, f->out, k ? " --steps 5" : "");
+    expect_sample_ok(args);
+    int64_t rows = 0, cols = 0;
+    float *x = read_npy(f->out, &rows, &cols);
+    assert_int_equal(rows, ROWS);
+    assert_int_equal(cols, 3);
+    float *want = reference(x0, ROWS, steps[k]);
+    assert_memory_equal(x, want, sizeof x0);
+    assert_memory_not_equal(x, x0, sizeof x0); /* the flow moved the points */
+    free(x);
+    free(want);
+  }
+
+  /* float64 starting points are read and rounded to float32. */
+  char x0_f8[PATH_SIZE];
+  path_in(x0_f8, data_dir, "tiny_f8.npy");
+  char args[CMD_SIZE / 2];
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+           x0_f8, f->out);
+  expect_sample_ok(args);
+  int64_t rows = 0, cols = 0, rows0 = 0, cols0 = 0;
+  float *x = read_npy(f->out, &rows, &cols);
+  float *start = read_npy(x0_f8, &rows0, &cols0);
+  assert_int_equal(rows, 4);
+  assert_int_equal(rows0, 4);
+  float *want = reference(start, rows0, 32);
+  assert_memory_equal(x, want, 4 * 3 * sizeof(float));
+  free(x);
+  free(start);
+  free(want);
+}
+
+static void test_sample_seed_is_deterministic(void **state) {
+  cli_fixture *f = *state;
+  char a[PATH_SIZE], b[PATH_SIZE], c[PATH_SIZE], d[PATH_SIZE];
+  path_in(a, f->dir, "a.npy");
+  path_in(b, f->dir, "b.npy");
+  path_in(c, f->dir, "c.npy");
+  path_in(d, f->dir, "d.npy");
+  char args[CMD_SIZE / 2];
+  const char *outs[4] = {a, b, c, d};
+  const char *seeds[4] = {"--batch 5 --seed 7", "--batch=5 --seed=7", "--batch 5 --seed 8",
+                          ""};
+  for (int i = 0; i < 4; ++i) {
+    print_into(args, sizeof args, "--weights '%s' --device cpu %s -o '%s'", weights_path,
+             seeds[i], outs[i]);
+    expect_sample_ok(args);
+  }
+  size_t sa, sb, sc;
+  char *fa = fg_test_read_file(a, &sa), *fb = fg_test_read_file(b, &sb),
+       *fc = fg_test_read_file(c, &sc);
+  assert_non_null(fa);
+  assert_non_null(fb);
+  assert_non_null(fc);
+  assert_int_equal(sa, sb);
+  assert_memory_equal(fa, fb, sa); /* same seed, same bytes */
+  assert_int_equal(sa, sc);
+  assert_memory_not_equal(fa, fc, sa); /* another seed, other points */
+  int64_t rows = 0, cols = 0;
+  float *x = read_npy(a, &rows, &cols);
+  assert_int_equal(rows, 5);
+  assert_int_equal(cols, 3);
+  for (int i = 0; i < 15; ++i) assert_true(x[i] == x[i]); /* no NaN */
+  free(x);
+  free(fa);
+  free(fb);
+  free(fc);
+  /* No --batch and no --x0: 16 samples. */
+  x = read_npy(d, &rows, &cols);
+  assert_int_equal(rows, 16);
+  assert_int_equal(cols, 3);
+  free(x);
+}
+
+static void test_sample_batch_zero(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2];
+  print_into(args, sizeof args, "--weights '%s' --device cpu --batch 0 -o '%s'", weights_path,
+           f->out);
+  expect_sample_ok(args);
+  int64_t rows = -1, cols = -1;
+  float *x = read_npy(f->out, &rows, &cols);
+  assert_int_equal(rows, 0);
+  assert_int_equal(cols, 3);
+  free(x);
+  size_t size = 0;
+  char *raw = fg_test_read_file(f->out, &size);
+  assert_non_null(raw);
+  assert_true(contains_bytes(raw, size, "'shape': (0, 3)")); /* the header has NULs */
+  free(raw);
+}
+
+static void test_sample_verbose_prints_the_phases(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL;
+  int rc = flowgen(&out, &err, "sample -v --weights '%s' --device cpu --batch 3 -o '%s'",
+                   weights_path, f->out);
+  if (rc != 0) fail_msg("exit %d: %s", rc, err);
+  assert_string_equal(out, "");
+  assert_non_null(strstr(err, "flowgen: weights "));
+  assert_non_null(strstr(err, "tiny_f32.safetensors"));
+  assert_non_null(strstr(err, "D=3 H=5"));
+  assert_non_null(strstr(err, "flowgen: cpu reference (fp64): "));
+  assert_non_null(strstr(err, " ms"));
+  for (const char *line = err; *line; line = strchr(line, '\n') + 1) {
+    if (strncmp(line, "flowgen: ", 9) != 0) fail_msg("a line without \"flowgen: \": %s", line);
+    if (!strchr(line, '\n')) fail_msg("unterminated line: %s", line);
+  }
+  free(out);
+  free(err);
+  assert_true(fg_test_file_exists(f->out));
+
+  /* --device auto says which device it took. */
+  rc = flowgen(&out, &err, "sample --verbose --weights '%s' --batch 3 -o '%s'", weights_path,
+               f->out);
+  if (rc != 0) fail_msg("exit %d: %s", rc, err);
+  if (fg_test_have_gpu()) {
+    assert_non_null(strstr(err, "flowgen: device: gpu"));
+    assert_non_null(strstr(err, "flowgen: module: "));
+  } else {
+    assert_non_null(strstr(err, "flowgen: device: cpu (no usable GPU)"));
+  }
+  free(out);
+  free(err);
+}
+
+/* ---- sample: refusals ------------------------------------------------------ */
+
+static void test_sample_bad_weights(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2], path[PATH_SIZE];
+
+  path_in(path, f->dir, "missing.safetensors");
+  print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
+  expect_sample_fails(f, EXIT_IO, path, "No such file", args);
+
+  /* The first 100 bytes of a good file. */
+  size_t size = 0;
+  char *good = fg_test_read_file(weights_path, &size);
+  assert_non_null(good);
+  assert_true(size > 200);
+  path_in(path, f->dir, "truncated.safetensors");
+  fg_test_write_file(path, good, 100);
+  print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
+  /* ... and all of it but the last tensor's last byte. */
+  fg_test_write_file(path, good, size - 1);
+  expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
+  free(good);
+
+  print_into(args, sizeof args, "--weights '%s' --prefix model. --device cpu -o '%s'",
+           weights_path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, weights_path, "'model.0.weight'", args);
+
+  /* Not safetensors at all. */
+  path_in(path, data_dir, "tiny_f4.npy");
+  print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
+
+  /* A shape that is not the file's. */
+  print_into(args, sizeof args, "--weights '%s' --dim 4 --device cpu -o '%s'", weights_path,
+           f->out);
+  expect_sample_fails(f, EXIT_INPUT, weights_path, "D=4", args);
+}
+
+static void test_sample_bad_x0(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2], path[PATH_SIZE];
+  float x0[4 * 4];
+  fg_test_fill_uniform(x0, 16, 3, 1.0f);
+
+  path_in(path, f->dir, "four_columns.npy");
+  write_npy(path, x0, 4, 4);
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+           path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, path, "4 columns", args);
+
+  path_in(path, data_dir, "tiny_i4.npy");
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+           path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, path, "<i4", args);
+
+  /* A good 4 x 3 array without its last value. */
+  path_in(path, f->dir, "truncated.npy");
+  write_npy(path, x0, 4, 3);
+  size_t size = 0;
+  char *whole = fg_test_read_file(path, &size);
+  assert_non_null(whole);
+  fg_test_write_file(path, whole, size - 4);
+  free(whole);
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+           path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
+
+  path_in(path, f->dir, "missing.npy");
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+           path, f->out);
+  expect_sample_fails(f, EXIT_IO, path, NULL, args);
+}
+
+static void test_sample_usage_errors(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2], x0[PATH_SIZE];
+  path_in(x0, data_dir, "tiny_f4.npy");
+
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --batch 4 --device cpu -o '%s'",
+           weights_path, x0, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--batch", "--x0", args);
+
+  print_into(args, sizeof args, "--weights '%s' --device cpu", weights_path);
+  expect_sample_fails(f, EXIT_USAGE, "-o", NULL, args);
+
+  print_into(args, sizeof args, "--device cpu -o '%s'", f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--weights", NULL, args);
+
+  print_into(args, sizeof args, "--weights '%s' --batch -1 -o '%s'", weights_path, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--batch", NULL, args);
+
+  print_into(args, sizeof args, "--weights '%s' --device tpu -o '%s'", weights_path, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--device", "tpu", args);
+
+  print_into(args, sizeof args, "--weights '%s' --steps 0 -o '%s'", weights_path, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "steps", NULL, args);
+
+  print_into(args, sizeof args, "--weights '%s' --frobnicate -o '%s'", weights_path, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--frobnicate", NULL, args);
+
+  print_into(args, sizeof args, "--weights '%s' -o", weights_path);
+  expect_sample_fails(f, EXIT_USAGE, "-o", NULL, args);
+}
+
+/* A shape flag at the end of the line, without its value, is a usage error. */
+static void test_sample_flag_without_value(void **state) {
+  cli_fixture *f = *state;
+  const char *flags[] = {"--dim", "--hidden", "--steps", "--arch"};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; ++i) {
+    char args[CMD_SIZE / 2];
+    print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s' %s", weights_path,
+             f->out, flags[i]);
+    expect_sample_fails(f, EXIT_USAGE, flags[i], "needs a value", args);
+  }
+}
+
+static void test_sample_gpu_without_gpu(void **state) {
+  cli_fixture *f = *state;
+  if (fg_test_have_gpu()) skip();
+  char args[CMD_SIZE / 2];
+  print_into(args, sizeof args, "--weights '%s' --device gpu --batch 4 -o '%s'", weights_path,
+           f->out);
+  expect_sample_fails(f, EXIT_DRIVER, "CUDA", NULL, args);
+}
+
+static void test_sample_unwritable_output(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL;
+  char path[PATH_SIZE];
+  path_in(path, f->dir, "no/such/folder/out.npy");
+  int rc = flowgen(&out, &err, "sample --weights '%s' --device cpu -o '%s'", weights_path, path);
+  assert_int_equal(rc, EXIT_IO);
+  expect_one_error_line(err, path, NULL);
+  free(out);
+  free(err);
+}
+
+/* ---- cache ---------------------------------------------------------------- */
+
+static void test_cache_dir_follows_the_environment(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL, want[PATH_SIZE + 32];
+  assert_int_equal(flowgen(&out, &err, "cache dir"), 0);
+  print_into(want, sizeof want, "%s\n", f->cache);
+  assert_string_equal(out, want);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+  assert_false(fg_test_file_exists(f->cache)); /* asking does not create it */
+
+  /* FLOWGEN_CACHE_DIR wins over XDG_CACHE_HOME. */
+  char cmd[CMD_SIZE];
+  print_into(cmd, sizeof cmd, "XDG_CACHE_HOME='%s/xdg' '%s' cache dir", f->dir,
+           fg_test_flowgen_bin());
+  assert_int_equal(fg_test_run(cmd, &out, &err), 0);
+  assert_string_equal(out, want);
+  free(out);
+  free(err);
+
+  print_into(cmd, sizeof cmd, "env -u FLOWGEN_CACHE_DIR XDG_CACHE_HOME='%s/xdg' '%s' cache dir",
+           f->dir, fg_test_flowgen_bin());
+  assert_int_equal(fg_test_run(cmd, &out, &err), 0);
+  print_into(want, sizeof want, "%s/xdg/flowgen\n", f->dir);
+  assert_string_equal(out, want);
+  free(out);
+  free(err);
+
+  print_into(cmd, sizeof cmd,
+             "env -u FLOWGEN_CACHE_DIR -u XDG_CACHE_HOME HOME='%s/home' '%s' cache dir", f->dir,
+             fg_test_flowgen_bin());
+  assert_int_equal(fg_test_run(cmd, &out, &err), 0);
+  print_into(want, sizeof want, "%s/home/.cache/flowgen\n", f->dir);
+  assert_string_equal(out, want);
+  free(out);
+  free(err);
+
+  /* --dir overrides all of them for one command. */
+  assert_int_equal(flowgen(&out, &err, "cache dir --dir '%s/other'", f->dir), 0);
+  print_into(want, sizeof want, "%s/other\n", f->dir);
+  assert_string_equal(out, want);
+  free(out);
+  free(err);
+}
+
+static int count_lines(const char *text) {
+  int n = 0;
+  for (; *text; ++text) n += *text == '\n';
+  return n;
+}
+
+/* The one entry file in the cache folder. */
+static void only_entry(const cli_fixture *f, char path[PATH_SIZE]) {
+  DIR *d = opendir(f->cache);
+  assert_non_null(d);
+  int found = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    assert_non_null(strstr(e->d_name, ".fgc"));
+    path_in(path, f->cache, e->d_name);
+    ++found;
+  }
+  closedir(d);
+  assert_int_equal(found, 1);
+}
+
+#define WARM "cache warm --arch sm_90 --dim 4 --steps 2"
+
+static void test_cache_warm_list_clear(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL;
+
+  int rc = flowgen(&out, &err, WARM);
+  if (rc != 0) fail_msg("%s: exit %d: %s", WARM, rc, err);
+  assert_non_null(strstr(out, "flow_d4_h16_s2_fp32 for sm_90: compiled and cached"));
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_int_equal(count_lines(out), 1);
+  assert_non_null(strstr(out, ".fgc"));
+  assert_non_null(strstr(out, "sm_90"));
+  assert_non_null(strstr(out, "valid"));
+  assert_null(strstr(out, "INVALID"));
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, WARM), 0);
+  assert_non_null(strstr(out, "already cached"));
+  free(out);
+  free(err);
+
+  /* One payload byte flipped: the checksum catches it. */
+  char entry[PATH_SIZE];
+  only_entry(f, entry);
+  size_t size = 0;
+  char *bytes = fg_test_read_file(entry, &size);
+  assert_non_null(bytes);
+  bytes[size - 1] ^= 0x5a;
+  fg_test_write_file(entry, bytes, size);
+  free(bytes);
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_int_equal(count_lines(out), 1);
+  assert_non_null(strstr(out, "INVALID"));
+  assert_non_null(strstr(out, "sm_90"));
+  free(out);
+  free(err);
+
+  /* warm does not trust it: it compiles again and replaces it. */
+  assert_int_equal(flowgen(&out, &err, WARM), 0);
+  assert_non_null(strstr(out, "compiled and cached"));
+  free(out);
+  free(err);
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_int_equal(count_lines(out), 1);
+  assert_null(strstr(out, "INVALID"));
+  assert_non_null(strstr(out, "valid"));
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache clear"), 0);
+  assert_non_null(strstr(out, "removed 1 file"));
+  free(out);
+  free(err);
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_string_equal(out, "");
+  expect_one_error_line(err, "empty", NULL);
+  free(out);
+  free(err);
+  assert_int_equal(flowgen(&out, &err, "cache clear"), 0);
+  assert_non_null(strstr(out, "removed 0 files"));
+  free(out);
+  free(err);
+}
+
+static void test_cache_usage_errors(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL;
+
+  assert_int_equal(flowgen(&out, &err, "cache warm --arch sm_60"), EXIT_USAGE);
+  expect_one_error_line(err, "sm_60", NULL);
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache warm --dim 0"), EXIT_USAGE);
+  expect_one_error_line(err, "dim", NULL);
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache warm --arch"), EXIT_USAGE);
+  expect_one_error_line(err, "--arch", "needs a value");
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache warm --bogus"), EXIT_USAGE);
+  expect_one_error_line(err, "--bogus", NULL);
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache frobnicate"), EXIT_USAGE);
+  expect_one_error_line(err, "frobnicate", NULL);
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache list extra"), EXIT_USAGE);
+  expect_one_error_line(err, "extra", NULL);
+  free(out);
+  free(err);
+
+  assert_int_equal(flowgen(&out, &err, "cache"), EXIT_USAGE);
+  assert_non_null(strstr(err, "usage: flowgen cache"));
+  free(out);
+  free(err);
+
+  /* None of them made an entry (or the folder). */
+  assert_false(fg_test_file_exists(f->cache));
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+#define CLI_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      CLI_TEST(test_sample_cpu_matches_reference),
+      CLI_TEST(test_sample_seed_is_deterministic),
+      CLI_TEST(test_sample_batch_zero),
+      CLI_TEST(test_sample_verbose_prints_the_phases),
+      CLI_TEST(test_sample_bad_weights),
+      CLI_TEST(test_sample_bad_x0),
+      CLI_TEST(test_sample_usage_errors),
+      CLI_TEST(test_sample_flag_without_value),
+      CLI_TEST(test_sample_gpu_without_gpu),
+      CLI_TEST(test_sample_unwritable_output),
+      CLI_TEST(test_cache_dir_follows_the_environment),
+      CLI_TEST(test_cache_warm_list_clear),
+      CLI_TEST(test_cache_usage_errors),
+  };
+  return cmocka_run_group_tests(tests, group_setup, NULL);
+}
