@@ -21,6 +21,8 @@ static const char usage_text[] =
     "  --arch sm_XY       target GPU, sm_75 or newer (default sm_90)\n"
     "  --name NAME        kernel symbol prefix (default flow_d<D>_h<H>_s<S>_<precision>)\n"
     "  --template-dir DIR read templates from DIR instead of the built-in ones\n"
+    "  --tune K=V,...     planner overrides for experiments (see README);\n"
+    "                     the runtime reads them from $FLOWGEN_TUNE\n"
     "\n"
     "Output:\n"
     "  -o, --output FILE  write to FILE ('-' = stdout, the default)\n"
@@ -143,6 +145,9 @@ static int parse_generate(int argc, char **argv, generate_args *a) {
     } else if ((taken = fg_cli_take(argc, argv, &i, "--template-dir", &value))) {
       if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
       a->opts.template_dir = value;
+    } else if ((taken = fg_cli_take(argc, argv, &i, "--tune", &value))) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      a->opts.tune = value;
     } else if (strcmp(arg, "--host-launcher") == 0) {
       a->opts.host_launcher = true;
     } else if (strcmp(arg, "--describe") == 0) {

@@ -106,7 +106,7 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   if not is_pow2(lanes3) or lanes3 > 8 or own % (4 * lanes3) ~= 0 then return nil end
   local weights_per_thread = D + H // lanes2 + own // lanes3
   local static_shared = 4 * rows * (D + H + own + 2 * blocks * D) + 16
-  if weights_per_thread > 128 or static_shared > 48 * 1024 then return nil end
+  if weights_per_thread > 160 or static_shared > 48 * 1024 then return nil end
   local name = string.format("cluster%d_r%d", blocks, rows)
   return {
     strategy = name,
@@ -152,12 +152,17 @@ return function(spec)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
-  -- once (measured: 8 clusters of 8 blocks; 16 take two waves).
-  local blocks = math.tointeger(tonumber(tune.cluster or "8"))
-  local clusters_at_once = 64 // blocks
+  -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
+  -- 32 take two; of 8 blocks, 8 clusters).
+  local blocks = math.tointeger(tonumber(tune.cluster or "4"))
+  local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
+  local clusters_at_once = math.tointeger(tonumber(tune.clusters or "0"))
+  if not clusters_at_once or clusters_at_once < 1 then
+    clusters_at_once = at_once[blocks] or 4
+  end
   local covered = 0
   if tune.strategy ~= "tiled" then
-    for _, rows in ipairs(list_of_ints(tune.rows, {1, 8})) do
+    for _, rows in ipairs(list_of_ints(tune.rows, {1, 2, 3})) do
       local limit = rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit)
       if v and limit > covered then
