@@ -154,11 +154,21 @@ static double compile_clean(const flowgen_spec *spec, bool launcher) {
   void *image = NULL;
   size_t size = 0;
   char *log = NULL;
+  /* Some NVRTC builds reuse the result of an identical program compiled
+   * earlier in the process, without a ptxas report: a nonce makes each
+   * program new. */
+  static int nonce;
+  size_t n = flowgen_kernel_source_size(k);
+  char *source = malloc(n + 64);
+  assert_non_null(source);
+  memcpy(source, flowgen_kernel_source(k), n);
+  n += (size_t)snprintf(source + n, 64, "\n__device__ int fg_test_nonce_%d;\n", ++nonce);
   double t0 = now_seconds();
-  flowgen_status st = flowrt_compile(
-      flowgen_kernel_source(k), flowgen_kernel_source_size(k), name,
-      spec->arch, FLOWRT_TARGET_CUBIN, true, &image, &size, &log, &err);
+  flowgen_status st = flowrt_compile(source, n, name, spec->arch,
+                                     FLOWRT_TARGET_CUBIN, true, &image, &size,
+                                     &log, &err);
   double seconds = now_seconds() - t0;
+  free(source);
   if (st != FLOWGEN_OK)
     fail_msg("%s: %s: %s", what, flowgen_status_name(st), err.message);
   assert_non_null(image);
