@@ -97,7 +97,10 @@ static void assert_one_line(const char *text, const char *program) {
 /* Runs make in a folder of the examples; fails with its output. */
 static void run_make(const char *subdir, const char *variables) {
   char cmd[COMMAND_BYTES];
-  format(cmd, sizeof cmd, "make -C '%s/%s' %s", fg_test_source_dir(), subdir,
+  /* A fresh make: not a child of the `make -j test` that runs us (whose
+   * jobserver it cannot reach, and says so in a warning). */
+  format(cmd, sizeof cmd, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C '%s/%s' %s",
+         fg_test_source_dir(), subdir,
            variables);
   char *out = NULL, *err = NULL;
   int rc = fg_test_run(cmd, &out, &err);
