@@ -105,6 +105,10 @@ $(BUILD)/bench: $(BUILD)/obj/bench/bench.o $(BUILD)/libflowgen.a
 bench: $(BUILD)/bench
 	$(BUILD)/bench --json $(BUILD)/bench.json
 
+# Keep the object files of the tests (make would delete them as
+# intermediates and rebuild them next time).
+.SECONDARY:
+
 # ---- tests ------------------------------------------------------------------
 # cmocka is linked dynamically; its library is copied next to the tests so the
 # build folder runs on a machine without it ($ORIGIN rpath).
