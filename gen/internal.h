@@ -34,6 +34,14 @@ typedef enum fg_parse_result {
 FG_HIDDEN fg_parse_result fg_parse_int(const char *text, long long min,
                                        long long max, long long *out);
 
+/* Reads the regular file at path into a malloc()ed buffer (*data, never NULL
+ * on success, even for an empty file) of *size bytes.  Failures are
+ * FLOWGEN_IO "<path>: <reason>" (a folder is EISDIR, any other non-regular
+ * file "not a regular file", a file that shrinks while read EIO) or
+ * FLOWGEN_NOMEM; *data and *size are left untouched then. */
+FG_HIDDEN flowgen_status fg_read_file(const char *path, unsigned char **data,
+                                      size_t *size, flowgen_error *err);
+
 /* Writes path through a temporary file in the same folder and a rename, so
  * that it appears whole or not at all (the temporary is removed on failure). */
 FG_HIDDEN flowgen_status fg_write_file_atomic(const char *path,

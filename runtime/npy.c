@@ -2,14 +2,10 @@
  * 3.0), a Python dict literal {'descr', 'fortran_order', 'shape'}, the data. */
 #include "npy.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define MAGIC "\x93NUMPY"
 #define MAGIC_LEN 6
@@ -292,48 +288,12 @@ flowgen_status fg_npy_parse(const void *buf, size_t len, const char *name,
 
 /* ---- reading a file ----------------------------------------------------- */
 
-static flowgen_status read_whole_file(const char *path, unsigned char **data,
-                                      size_t *size, flowgen_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(errno));
-  struct stat st;
-  int stat_errno = fstat(fd, &st) != 0 ? errno : 0;
-  if (stat_errno || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
-                   stat_errno ? strerror(stat_errno)
-                   : S_ISDIR(st.st_mode) ? strerror(EISDIR)
-                                         : "not a regular file");
-  }
-  size_t want = (size_t)st.st_size, got = 0;
-  unsigned char *buf = malloc(want ? want : 1);
-  if (!buf) {
-    close(fd);
-    return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory for %zu bytes", path, want);
-  }
-  while (got < want) {
-    ssize_t n = read(fd, buf + got, want - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = n < 0 ? errno : EIO;  /* EIO: the file shrank while read */
-      free(buf);
-      close(fd);
-      return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(e));
-    }
-    got += (size_t)n;
-  }
-  close(fd);
-  *data = buf;
-  *size = want;
-  return FLOWGEN_OK;
-}
-
 flowgen_status fg_npy_read(const char *path, float **data, int64_t *rows,
                            int64_t *cols, flowgen_error *err) {
   *data = NULL;
   unsigned char *image = NULL;
   size_t size = 0;
-  flowgen_status s = read_whole_file(path, &image, &size, err);
+  flowgen_status s = fg_read_file(path, &image, &size, err);
   if (s) return s;
   s = fg_npy_parse(image, size, path, data, rows, cols, err);
   free(image);

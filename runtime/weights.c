@@ -4,14 +4,10 @@
 #include "internal.h"
 #include "safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define DEFAULT_PREFIX "velocity."
 #define TENSOR_NAME_MAX 512
@@ -292,49 +288,13 @@ flowgen_status flowrt_weights_parse(const void *data, size_t size,
 
 /* ---- from a file -------------------------------------------------------- */
 
-static flowgen_status read_whole_file(const char *path, unsigned char **data,
-                                      size_t *size, flowgen_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(errno));
-  struct stat st;
-  int stat_errno = fstat(fd, &st) != 0 ? errno : 0;
-  if (stat_errno || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
-                   stat_errno ? strerror(stat_errno)
-                   : S_ISDIR(st.st_mode) ? strerror(EISDIR)
-                                         : "not a regular file");
-  }
-  size_t want = (size_t)st.st_size, got = 0;
-  unsigned char *buf = malloc(want ? want : 1);
-  if (!buf) {
-    close(fd);
-    return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory for %zu bytes", path, want);
-  }
-  while (got < want) {
-    ssize_t n = read(fd, buf + got, want - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = n < 0 ? errno : EIO;  /* EIO: the file shrank while read */
-      free(buf);
-      close(fd);
-      return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(e));
-    }
-    got += (size_t)n;
-  }
-  close(fd);
-  *data = buf;
-  *size = want;
-  return FLOWGEN_OK;
-}
-
 flowgen_status flowrt_weights_load(const char *path, const char *prefix,
                                    int dim, int hidden, flowrt_weights **out,
                                    flowgen_error *err) {
   *out = NULL;
   unsigned char *data = NULL;
   size_t size = 0;
-  flowgen_status s = read_whole_file(path, &data, &size, err);
+  flowgen_status s = fg_read_file(path, &data, &size, err);
   if (s) return s;
   s = flowrt_weights_parse(data, size, path, prefix, dim, hidden, out, err);
   free(data);
