@@ -40,53 +40,81 @@ local function params_layout(D, H)
 end
 
 -- One dense layer of the tiled kernel: which threads own which outputs.
--- Threads split into row groups of `col_threads` (a multiple of 32, so a
--- warp reads one activation row: a shared-memory broadcast); each thread
--- keeps `rows_per_thread` accumulators per output column.
-local function layer(inputs, outputs, threads, rows)
-  local groups = math.min(8, rows, pow2_floor(threads // round_up(outputs, 32)))
+-- A thread holds a register tile of rows_per_thread x cols_per_thread
+-- accumulators; col_threads (a multiple of 32, so a warp shares its rows:
+-- shared-memory broadcasts) times cols_per_thread columns make a pass.
+local function layer(inputs, outputs, threads, rows, max_width)
+  -- The widest column group (up to max_width) that a warp fills with real
+  -- outputs.
+  local width = 1
+  for _, w in ipairs({4, 2}) do
+    if w <= max_width and outputs >= 32 * w then width = w break end
+  end
+  local col_threads = math.min(threads, math.max(32, pow2_floor(round_up(outputs, width) // width)))
+  -- At most 32 accumulators per thread, and no more row groups than rows.
+  while (rows * width) // (threads // col_threads) > 32 and col_threads > 32 do
+    col_threads = col_threads // 2
+  end
+  local groups = threads // col_threads
+  while groups > rows do
+    col_threads = col_threads * 2
+    groups = threads // col_threads
+  end
   return {
     inputs = inputs, outputs = outputs,
-    col_threads = threads // groups,
+    col_threads = col_threads,
+    cols_per_thread = width,
+    cols = col_threads * width,
     rows_per_thread = rows // groups,
-    vector = inputs % 4 == 0 and 4 or 1,
   }
 end
 
--- Tiled strategy: a block owns `rows` samples through all steps; activations
--- live in shared memory, weights stream from L2 (coalesced, transposed).
-local function tiled(spec, params_floats)
+-- Tiled strategy: a block owns `rows` samples (at most max_rows) through
+-- all steps; activations live in shared memory, weights stream from L2
+-- through a double-buffered tile of `chunk` input rows (tiled.cut).
+local function tiled(spec, params_floats, max_rows, suffix)
   local D, H = spec.dim, spec.hidden
   local threads = 256
   local x_stride, h_stride = round_up(D, 4), round_up(H, 4)
-  local bytes_per_row = 4 * (x_stride + 2 * h_stride)
-  -- Up to 32 samples per block while two blocks still fit on an SM.
-  local budget = math.min(96 * 1024, shared_limit(spec.arch))
-  local rows = 32
-  while rows > 1 and rows * bytes_per_row > budget do rows = rows // 2 end
-  if rows * bytes_per_row > shared_limit(spec.arch) then
-    refuse(string.format("D=%d, H=%d needs %d bytes of shared memory per "
-      .. "sample, over the %d bytes sm_%d gives a block", D, H, bytes_per_row,
-      shared_limit(spec.arch), spec.arch))
+  local limit = shared_limit(spec.arch)
+  local function layers(rows, width)
+    return {layer(D, H, threads, rows, width), layer(H, H, threads, rows, width),
+            layer(H, D, threads, rows, width)}
   end
+  local function bytes(rows, chunk, width)
+    local cols = 0
+    for _, l in ipairs(layers(rows, width)) do cols = math.max(cols, l.cols) end
+    return 4 * (2 * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk), cols
+  end
+  -- The most samples per block (up to max_rows), then the deepest tile,
+  -- then the widest register tiles that fit.
+  local rows, chunk, width = max_rows, 32, 4
+  while rows > 1 and bytes(rows, 4, 1) > limit do rows = rows // 2 end
+  while chunk > 4 and bytes(rows, chunk, width) > limit do chunk = chunk // 2 end
+  while width > 1 and bytes(rows, chunk, width) > limit do width = width // 2 end
+  local shared, cols = bytes(rows, chunk, width)
+  if shared > limit then
+    refuse(string.format("D=%d, H=%d needs %d bytes of shared memory per "
+      .. "block, over the %d bytes sm_%d gives a block", D, H, shared, limit,
+      spec.arch))
+  end
+  local name = "tiled" .. suffix
   return {
-    strategy = "tiled",
+    strategy = name,
+    namespace = name,
     template = "tiled.cut",
-    symbol = spec.symbol .. "_tiled",
+    symbol = spec.symbol .. "_" .. name,
     pack_symbol = spec.symbol .. "_pack",
     min_batch = 0, max_batch = -1,
     block_threads = threads,
     rows_per_block = rows,
     cluster_blocks = 1,
-    shared_bytes = rows * bytes_per_row,
+    shared_bytes = shared,
     params_bytes = 4 * params_floats,
     pack_threads = 256,
     x_stride = x_stride, h_stride = h_stride,
-    layers = {
-      layer(D, H, threads, rows),
-      layer(H, H, threads, rows),
-      layer(H, D, threads, rows),
-    },
+    chunk = chunk, tile_cols = cols,
+    layers = layers(rows, width),
   }
 end
 
@@ -173,10 +201,20 @@ return function(spec)
       end
     end
   end
-  local general = tiled(spec, params_floats)
-  general.min_batch = covered > 0 and covered + 1 or 0
+  -- Beyond: the tiled kernel, with 8 samples per block while that still
+  -- fills the GPU's 132 SMs once, then 32 (more reuse of each weight read).
+  local few = tiled(spec, params_floats, 8, "8")
+  local many = tiled(spec, params_floats, 32, "")
+  local first = covered > 0 and covered + 1 or 0
+  if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
+    few.min_batch = first
+    few.max_batch = math.max(first, few.rows_per_block * 132)
+    variants[#variants + 1] = few
+    first = few.max_batch + 1
+  end
+  many.min_batch = first
   if #variants > 0 then variants[1].min_batch = 0 end
-  variants[#variants + 1] = general
+  variants[#variants + 1] = many
   return {
     template = "file.cut",
     params = segments,
