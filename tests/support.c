@@ -3,6 +3,7 @@
 
 #include "flowrt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -76,6 +77,73 @@ void fg_test_write_file(const char *path, const void *data, size_t size) {
 bool fg_test_file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
+}
+
+size_t fg_test_count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
+  closedir(d);
+  return n;
+}
+
+void fg_test_path_join(char out[FG_TEST_PATH_SIZE], const char *dir,
+                       const char *name) {
+  int n = snprintf(out, FG_TEST_PATH_SIZE, "%s/%s", dir, name);
+  assert_true(n > 0 && n < FG_TEST_PATH_SIZE);
+}
+
+void fg_test_copy_templates(const char *dir) {
+  char src_dir[FG_TEST_PATH_SIZE], src[FG_TEST_PATH_SIZE],
+      dst[FG_TEST_PATH_SIZE];
+  fg_test_path_join(src_dir, fg_test_source_dir(), "templates");
+  DIR *d = opendir(src_dir);
+  assert_non_null(d);
+  int copied = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    fg_test_path_join(src, src_dir, e->d_name);
+    fg_test_path_join(dst, dir, e->d_name);
+    size_t size = 0;
+    char *data = fg_test_read_file(src, &size);
+    assert_non_null(data);
+    fg_test_write_file(dst, data, size);
+    free(data);
+    ++copied;
+  }
+  closedir(d);
+  assert_true(copied >= 2); /* plan.lua and at least one template */
+}
+
+void fg_test_write_template(const char *dir, const char *name,
+                            const char *text) {
+  char path[FG_TEST_PATH_SIZE];
+  fg_test_path_join(path, dir, name);
+  fg_test_write_file(path, text, strlen(text));
+}
+
+double fg_test_now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool fg_test_under_valgrind(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "vgpreload");
+}
+
+flowgen_spec fg_test_spec(int dim, int hidden, int steps, int arch) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = dim;
+  spec.hidden = hidden;
+  spec.steps = steps;
+  spec.arch = arch;
+  return spec;
 }
 
 void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale) {

@@ -10,6 +10,8 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
+#include "flowgen.h"
+
 /* A fresh private folder under $TMPDIR; removed by fg_test_rmtree. */
 char *fg_test_mkdtemp(void);
 /* rm -rf path (best effort). */
@@ -24,6 +26,29 @@ char *fg_test_read_file(const char *path, size_t *size);
 /* Writes size bytes; asserts on failure. */
 void fg_test_write_file(const char *path, const void *data, size_t size);
 bool fg_test_file_exists(const char *path);
+/* How many entries dir holds, "." and ".." aside; asserts that it opens. */
+size_t fg_test_count_entries(const char *dir);
+
+/* The size of the path buffers that fg_test_path_join fills. */
+#define FG_TEST_PATH_SIZE 4096
+/* out = "dir/name"; asserts that it fits. */
+void fg_test_path_join(char out[FG_TEST_PATH_SIZE], const char *dir,
+                       const char *name);
+/* Copies the files of the built-in templates folder into dir; asserts that
+ * there are at least two (plan.lua and at least one template). */
+void fg_test_copy_templates(const char *dir);
+/* Writes text as dir/name (a template over a copied one, say). */
+void fg_test_write_template(const char *dir, const char *name,
+                            const char *text);
+
+/* CLOCK_MONOTONIC in seconds. */
+double fg_test_now_seconds(void);
+/* True when running under valgrind (its preload is in LD_PRELOAD): timing
+ * checks are off then. */
+bool fg_test_under_valgrind(void);
+
+/* The default spec with this shape and target architecture. */
+flowgen_spec fg_test_spec(int dim, int hidden, int steps, int arch);
 
 /* Deterministic uniform values in [-scale, scale) (xorshift, seeded). */
 void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale);

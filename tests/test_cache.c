@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PATH_SIZE 4096
+#define PATH_SIZE FG_TEST_PATH_SIZE
 
 static const char *const cache_env[] = {"FLOWGEN_CACHE_DIR", "XDG_CACHE_HOME",
                                         "HOME", "FLOWGEN_CACHE"};
@@ -48,15 +48,10 @@ static int teardown(void **state) {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
-  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
-  assert_true(n > 0 && n < PATH_SIZE);
-}
-
 static void entry_file(char out[PATH_SIZE], const char *dir, const char *key) {
   char name[FG_CACHE_FILE_NAME_SIZE];
   fg_cache_file_name(key, name);
-  path_join(out, dir, name);
+  fg_test_path_join(out, dir, name);
 }
 
 static void fill_pattern(unsigned char *buf, size_t size, unsigned seed) {
@@ -238,7 +233,7 @@ static void test_missing_entry_is_a_miss(void **state) {
   put_pattern(dir, "other", 10, 1);
   assert_miss(dir, sample_key);
   char missing[PATH_SIZE];
-  path_join(missing, dir, "not/there");
+  fg_test_path_join(missing, dir, "not/there");
   assert_miss(missing, sample_key);
 }
 
@@ -417,7 +412,7 @@ static void test_cache_dir_resolution_order(void **state) {
 
 static void test_cache_dir_is_not_created(void **state) {
   char cache[PATH_SIZE];
-  path_join(cache, *state, "not-yet");
+  fg_test_path_join(cache, *state, "not-yet");
   setenv("FLOWGEN_CACHE_DIR", cache, 1);
   expect_cache_dir(cache);
   assert_false(fg_test_file_exists(cache));
@@ -433,9 +428,9 @@ static void assert_mode_0700(const char *path) {
 static void test_open_creates_folder_0700(void **state) {
   const char *dir = *state;
   char a[PATH_SIZE], ab[PATH_SIZE], cache[PATH_SIZE];
-  path_join(a, dir, "a");
-  path_join(ab, a, "b");
-  path_join(cache, ab, "cache");
+  fg_test_path_join(a, dir, "a");
+  fg_test_path_join(ab, a, "b");
+  fg_test_path_join(cache, ab, "cache");
   flowgen_error err;
   assert_int_equal(fg_cache_open(cache, &err), FLOWGEN_OK);
   assert_mode_0700(a);
@@ -447,8 +442,8 @@ static void test_open_creates_folder_0700(void **state) {
 
 static void test_put_creates_folder_0700(void **state) {
   char cache[PATH_SIZE], nested[PATH_SIZE];
-  path_join(cache, *state, "first");
-  path_join(nested, cache, "write");
+  fg_test_path_join(cache, *state, "first");
+  fg_test_path_join(nested, cache, "write");
   put_pattern(nested, sample_key, 50, 4);
   assert_mode_0700(cache);
   assert_mode_0700(nested);
@@ -459,7 +454,7 @@ static void test_put_creates_folder_0700(void **state) {
  * everyone. */
 static bool can_create_file_in(const char *dir) {
   char probe[PATH_SIZE];
-  path_join(probe, dir, "probe");
+  fg_test_path_join(probe, dir, "probe");
   int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return false;
   close(fd);
@@ -480,15 +475,15 @@ static void assert_unusable(const char *cache, const char *why) {
 static void test_unusable_folder_is_an_error(void **state) {
   const char *dir = *state;
   char file[PATH_SIZE], under_file[PATH_SIZE];
-  path_join(file, dir, "file");
-  path_join(under_file, file, "sub");
+  fg_test_path_join(file, dir, "file");
+  fg_test_path_join(under_file, file, "sub");
   fg_test_write_file(file, "not a folder", 12);
   assert_unusable(under_file, strerror(ENOTDIR));
   assert_unusable(file, "not a directory");
   assert_int_equal(file_size(file), 12);
 
   char locked[PATH_SIZE];
-  path_join(locked, dir, "locked");
+  fg_test_path_join(locked, dir, "locked");
   assert_int_equal(mkdir(locked, 0700), 0);
   assert_int_equal(chmod(locked, 0500), 0);
   if (!can_create_file_in(locked)) { /* not root */
@@ -571,7 +566,7 @@ static const listed_entry *find_listed(const listing *list, const char *key) {
 
 static void make_temp_file(const char *dir, const char *name, time_t age) {
   char path[PATH_SIZE];
-  path_join(path, dir, name);
+  fg_test_path_join(path, dir, name);
   fg_test_write_file(path, "partial", 7);
   struct timespec times[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
   assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
@@ -592,7 +587,7 @@ static void test_list_reports_every_entry_sorted(void **state) {
   entry_file(borrowed_path, dir, "borrowed name");
   assert_int_equal(rename(foreign_path, borrowed_path), 0);
   make_temp_file(dir, ".tmp-abc123", 0);
-  path_join(path, dir, "README");
+  fg_test_path_join(path, dir, "README");
   fg_test_write_file(path, "keep me", 7);
 
   listing list = {0};
@@ -623,11 +618,11 @@ static void test_clear_removes_only_cache_files(void **state) {
   assert_int_equal(truncate(path, 5), 0);
   make_temp_file(dir, ".tmp-stale1", 3600);
   make_temp_file(dir, ".tmp-fresh1", 0);
-  path_join(path, dir, "README");
+  fg_test_path_join(path, dir, "README");
   fg_test_write_file(path, "keep me", 7);
-  path_join(path, dir, "notes.fgc.txt");
+  fg_test_path_join(path, dir, "notes.fgc.txt");
   fg_test_write_file(path, "keep me", 7);
-  path_join(path, dir, "folder.fgc");
+  fg_test_path_join(path, dir, "folder.fgc");
   assert_int_equal(mkdir(path, 0700), 0);
 
   size_t removed = 99;
@@ -635,11 +630,11 @@ static void test_clear_removes_only_cache_files(void **state) {
   assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
   assert_int_equal(removed, 3);
   assert_int_equal(count_files(dir, NULL, NULL), 4);
-  path_join(path, dir, ".tmp-fresh1"); /* may be a put in progress */
+  fg_test_path_join(path, dir, ".tmp-fresh1"); /* may be a put in progress */
   assert_true(fg_test_file_exists(path));
-  path_join(path, dir, "README");
+  fg_test_path_join(path, dir, "README");
   assert_true(fg_test_file_exists(path));
-  path_join(path, dir, "notes.fgc.txt");
+  fg_test_path_join(path, dir, "notes.fgc.txt");
   assert_true(fg_test_file_exists(path));
   listing list = {0};
   assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
@@ -650,7 +645,7 @@ static void test_clear_removes_only_cache_files(void **state) {
 
 static void test_list_and_clear_default_and_missing_folder(void **state) {
   char cache[PATH_SIZE];
-  path_join(cache, *state, "cache");
+  fg_test_path_join(cache, *state, "cache");
   setenv("FLOWGEN_CACHE_DIR", cache, 1);
   listing list = {0};
   size_t removed = 99;

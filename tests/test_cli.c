@@ -11,23 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
-#define PATH_SIZE 4096
+#define PATH_SIZE FG_TEST_PATH_SIZE
 #define COMMAND_SIZE (3 * PATH_SIZE)
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
-  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
-  assert_true(n > 0 && n < PATH_SIZE);
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 typedef struct cli_result {
   int code;
@@ -106,29 +94,15 @@ static char *default_source(void) {
   return src;
 }
 
-static void copy_templates(const char *dir) {
-  char src_dir[PATH_SIZE], src[PATH_SIZE], dst[PATH_SIZE];
-  path_join(src_dir, fg_test_source_dir(), "templates");
-  DIR *d = opendir(src_dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    path_join(src, src_dir, e->d_name);
-    path_join(dst, dir, e->d_name);
-    size_t size = 0;
-    char *data = fg_test_read_file(src, &size);
-    assert_non_null(data);
-    fg_test_write_file(dst, data, size);
-    free(data);
-  }
-  closedir(d);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) {
-  char path[PATH_SIZE];
-  path_join(path, dir, name);
-  fg_test_write_file(path, text, strlen(text));
+/* dir/name: a fresh copy of the built-in templates with `file` replaced by
+ * text. */
+static void altered_templates(char out[PATH_SIZE], const char *dir,
+                              const char *name, const char *file,
+                              const char *text) {
+  fg_test_path_join(out, dir, name);
+  assert_int_equal(mkdir(out, 0700), 0);
+  fg_test_copy_templates(out);
+  fg_test_write_template(out, file, text);
 }
 
 /* Files in dir whose name holds ".tmp." (the atomic writer's temporaries). */
@@ -182,7 +156,7 @@ static void test_default_writes_source_to_stdout(void **state) {
 static void test_output_file(void **state) {
   const char *dir = *state;
   char path[PATH_SIZE];
-  path_join(path, dir, "kernel.cu");
+  fg_test_path_join(path, dir, "kernel.cu");
   cli_result r = flowgen("-o '%s'", path);
   assert_int_equal(r.code, 0);
   assert_string_equal(r.out, "");
@@ -276,7 +250,7 @@ static void test_emit_ptx_and_cubin(void **state) {
   cli_free(&r);
 
   char path[PATH_SIZE];
-  path_join(path, dir, "k.cubin");
+  fg_test_path_join(path, dir, "k.cubin");
   r = flowgen("--emit cubin --dim 3 --steps 5 --arch sm_80 -o '%s'", path);
   assert_int_equal(r.code, 0);
   assert_string_equal(r.out, "");
@@ -366,13 +340,11 @@ static void test_usage_errors(void **state) {
 static void test_failure_keeps_existing_output(void **state) {
   const char *dir = *state;
   char path[PATH_SIZE];
-  path_join(path, dir, "kernel.cu");
+  fg_test_path_join(path, dir, "kernel.cu");
   static const char old[] = "// hand-kept file\n\x01\x02 bytes\n";
   char templates[PATH_SIZE];
-  path_join(templates, dir, "broken-templates");
-  assert_int_equal(mkdir(templates, 0700), 0);
-  copy_templates(templates);
-  write_text(templates, "file.cut", "// 1\n| local x = = 1\n");
+  altered_templates(templates, dir, "broken-templates", "file.cut",
+                    "// 1\n| local x = = 1\n");
 
   static const struct {
     const char *args;
@@ -424,8 +396,8 @@ static void test_unwritable_output(void **state) {
 static void test_empty_template_dir(void **state) {
   const char *dir = *state;
   char empty[PATH_SIZE], out[PATH_SIZE];
-  path_join(empty, dir, "empty");
-  path_join(out, dir, "kernel.cu");
+  fg_test_path_join(empty, dir, "empty");
+  fg_test_path_join(out, dir, "kernel.cu");
   assert_int_equal(mkdir(empty, 0700), 0);
   cli_result r = flowgen("--template-dir '%s' -o '%s'", empty, out);
   assert_one_error_line(&r, 3, "plan.lua", "--template-dir (empty)");
@@ -436,14 +408,12 @@ static void test_empty_template_dir(void **state) {
 static void test_endless_template(void **state) {
   const char *dir = *state;
   char templates[PATH_SIZE], out[PATH_SIZE];
-  path_join(templates, dir, "endless");
-  path_join(out, dir, "kernel.cu");
-  assert_int_equal(mkdir(templates, 0700), 0);
-  copy_templates(templates);
-  write_text(templates, "file.cut", "// spins\n| while true do end\n");
-  double t0 = now_seconds();
+  altered_templates(templates, dir, "endless", "file.cut",
+                    "// spins\n| while true do end\n");
+  fg_test_path_join(out, dir, "kernel.cu");
+  double t0 = fg_test_now_seconds();
   cli_result r = flowgen("--template-dir '%s' -o '%s'", templates, out);
-  double seconds = now_seconds() - t0;
+  double seconds = fg_test_now_seconds() - t0;
   assert_one_error_line(&r, 3, "instruction limit", "endless template");
   assert_false(fg_test_file_exists(out));
   assert_int_equal(count_temporaries(dir), 0);
@@ -455,11 +425,9 @@ static void test_endless_template(void **state) {
 static void test_refusal_is_exit_2(void **state) {
   const char *dir = *state;
   char templates[PATH_SIZE];
-  path_join(templates, dir, "refusing");
-  assert_int_equal(mkdir(templates, 0700), 0);
-  copy_templates(templates);
-  write_text(templates, "plan.lua",
-             "return function(spec) refuse('no plan for D=' .. spec.dim) end\n");
+  altered_templates(
+      templates, dir, "refusing", "plan.lua",
+      "return function(spec) refuse('no plan for D=' .. spec.dim) end\n");
   cli_result r = flowgen("--template-dir '%s' --dim 7", templates);
   assert_one_error_line(&r, 2, NULL, "refusing planner");
   assert_string_equal(r.err, "flowgen: no plan for D=7\n");

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PATH_SIZE 4096
+#define PATH_SIZE FG_TEST_PATH_SIZE
 #define CMD_SIZE 16384
 
 /* Exit codes (flowgen --help). */
@@ -78,10 +78,6 @@ static bool contains_bytes(const char *data, size_t size, const char *part) {
   return false;
 }
 
-static void path_in(char out[PATH_SIZE], const char *dir, const char *name) {
-  print_into(out, PATH_SIZE, "%s/%s", dir, name);
-}
-
 /* Runs `flowgen ARGS` (ARGS is shell text); returns the exit code. */
 static int flowgen(char **out, char **err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -105,15 +101,6 @@ static void expect_one_error_line(const char *err, const char *part1, const char
   if (part2 && !strstr(err, part2)) fail_msg("expected '%s' in: %s", part2, err);
 }
 
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-  closedir(d);
-  return n;
-}
-
 static const char sentinel[] = "an output file from before: must survive\n";
 
 /* Runs a sample command meant to fail, twice: with no output file (none may
@@ -125,7 +112,7 @@ static void expect_sample_fails(cli_fixture *f, int code, const char *part1,
   for (int existing = 0; existing < 2; ++existing) {
     remove(f->out);
     if (existing) fg_test_write_file(f->out, sentinel, sizeof sentinel - 1);
-    int entries = count_entries(f->dir);
+    size_t entries = fg_test_count_entries(f->dir);
     char *out = NULL, *err = NULL;
     int rc = flowgen(&out, &err, "sample %s", args);
     if (rc != code) fail_msg("sample %s: exit %d, expected %d; stderr: %s", args, rc, code, err);
@@ -142,7 +129,8 @@ static void expect_sample_fails(cli_fixture *f, int code, const char *part1,
       free(now);
     }
     /* No temporary file left next to the output either. */
-    if (count_entries(f->dir) != entries) fail_msg("sample %s: left a file behind", args);
+    if (fg_test_count_entries(f->dir) != entries)
+      fail_msg("sample %s: left a file behind", args);
     free(out);
     free(err);
   }
@@ -196,7 +184,7 @@ static void test_sample_cpu_matches_reference(void **state) {
   float x0[ROWS * 3];
   fg_test_fill_uniform(x0, ROWS * 3, fg_test_seed(), 2.5f);
   char x0_path[PATH_SIZE];
-  path_in(x0_path, f->dir, "x0.npy");
+  fg_test_path_join(x0_path, f->dir, "x0.npy");
   write_npy(x0_path, x0, ROWS, 3);
 
   const int steps[2] = {32, 5}; /* the default, and --steps */
@@ -218,7 +206,7 @@ static void test_sample_cpu_matches_reference(void **state) {
 
   /* float64 starting points are read and rounded to float32. */
   char x0_f8[PATH_SIZE];
-  path_in(x0_f8, data_dir, "tiny_f8.npy");
+  fg_test_path_join(x0_f8, data_dir, "tiny_f8.npy");
   char args[CMD_SIZE / 2];
   print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
            x0_f8, f->out);
@@ -238,10 +226,10 @@ static void test_sample_cpu_matches_reference(void **state) {
 static void test_sample_seed_is_deterministic(void **state) {
   cli_fixture *f = *state;
   char a[PATH_SIZE], b[PATH_SIZE], c[PATH_SIZE], d[PATH_SIZE];
-  path_in(a, f->dir, "a.npy");
-  path_in(b, f->dir, "b.npy");
-  path_in(c, f->dir, "c.npy");
-  path_in(d, f->dir, "d.npy");
+  fg_test_path_join(a, f->dir, "a.npy");
+  fg_test_path_join(b, f->dir, "b.npy");
+  fg_test_path_join(c, f->dir, "c.npy");
+  fg_test_path_join(d, f->dir, "d.npy");
   char args[CMD_SIZE / 2];
   const char *outs[4] = {a, b, c, d};
   const char *seeds[4] = {"--batch 5 --seed 7", "--batch=5 --seed=7", "--batch 5 --seed 8",
@@ -335,7 +323,7 @@ static void test_sample_bad_weights(void **state) {
   cli_fixture *f = *state;
   char args[CMD_SIZE / 2], path[PATH_SIZE];
 
-  path_in(path, f->dir, "missing.safetensors");
+  fg_test_path_join(path, f->dir, "missing.safetensors");
   print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
   expect_sample_fails(f, EXIT_IO, path, "No such file", args);
 
@@ -344,7 +332,7 @@ static void test_sample_bad_weights(void **state) {
   char *good = fg_test_read_file(weights_path, &size);
   assert_non_null(good);
   assert_true(size > 200);
-  path_in(path, f->dir, "truncated.safetensors");
+  fg_test_path_join(path, f->dir, "truncated.safetensors");
   fg_test_write_file(path, good, 100);
   print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
   expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
@@ -358,7 +346,7 @@ static void test_sample_bad_weights(void **state) {
   expect_sample_fails(f, EXIT_INPUT, weights_path, "'model.0.weight'", args);
 
   /* Not safetensors at all. */
-  path_in(path, data_dir, "tiny_f4.npy");
+  fg_test_path_join(path, data_dir, "tiny_f4.npy");
   print_into(args, sizeof args, "--weights '%s' --device cpu -o '%s'", path, f->out);
   expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
 
@@ -374,19 +362,19 @@ static void test_sample_bad_x0(void **state) {
   float x0[4 * 4];
   fg_test_fill_uniform(x0, 16, 3, 1.0f);
 
-  path_in(path, f->dir, "four_columns.npy");
+  fg_test_path_join(path, f->dir, "four_columns.npy");
   write_npy(path, x0, 4, 4);
   print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
            path, f->out);
   expect_sample_fails(f, EXIT_INPUT, path, "4 columns", args);
 
-  path_in(path, data_dir, "tiny_i4.npy");
+  fg_test_path_join(path, data_dir, "tiny_i4.npy");
   print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
            path, f->out);
   expect_sample_fails(f, EXIT_INPUT, path, "<i4", args);
 
   /* A good 4 x 3 array without its last value. */
-  path_in(path, f->dir, "truncated.npy");
+  fg_test_path_join(path, f->dir, "truncated.npy");
   write_npy(path, x0, 4, 3);
   size_t size = 0;
   char *whole = fg_test_read_file(path, &size);
@@ -397,7 +385,7 @@ static void test_sample_bad_x0(void **state) {
            path, f->out);
   expect_sample_fails(f, EXIT_INPUT, path, NULL, args);
 
-  path_in(path, f->dir, "missing.npy");
+  fg_test_path_join(path, f->dir, "missing.npy");
   print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
            path, f->out);
   expect_sample_fails(f, EXIT_IO, path, NULL, args);
@@ -406,7 +394,7 @@ static void test_sample_bad_x0(void **state) {
 static void test_sample_usage_errors(void **state) {
   cli_fixture *f = *state;
   char args[CMD_SIZE / 2], x0[PATH_SIZE];
-  path_in(x0, data_dir, "tiny_f4.npy");
+  fg_test_path_join(x0, data_dir, "tiny_f4.npy");
 
   print_into(args, sizeof args, "--weights '%s' --x0 '%s' --batch 4 --device cpu -o '%s'",
            weights_path, x0, f->out);
@@ -459,7 +447,7 @@ static void test_sample_unwritable_output(void **state) {
   cli_fixture *f = *state;
   char *out = NULL, *err = NULL;
   char path[PATH_SIZE];
-  path_in(path, f->dir, "no/such/folder/out.npy");
+  fg_test_path_join(path, f->dir, "no/such/folder/out.npy");
   int rc = flowgen(&out, &err, "sample --weights '%s' --device cpu -o '%s'", weights_path, path);
   assert_int_equal(rc, EXIT_IO);
   expect_one_error_line(err, path, NULL);
@@ -528,7 +516,7 @@ static void only_entry(const cli_fixture *f, char path[PATH_SIZE]) {
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_name[0] == '.') continue;
     assert_non_null(strstr(e->d_name, ".fgc"));
-    path_in(path, f->cache, e->d_name);
+    fg_test_path_join(path, f->cache, e->d_name);
     ++found;
   }
   closedir(d);
@@ -605,40 +593,29 @@ static void test_cache_warm_list_clear(void **state) {
   free(err);
 }
 
+/* `flowgen ARGS` is a usage error: exit 2 and one error line naming part1
+ * (and part2). */
+static void expect_usage_error(const char *args, const char *part1,
+                               const char *part2) {
+  char *out = NULL, *err = NULL;
+  int rc = flowgen(&out, &err, "%s", args);
+  if (rc != EXIT_USAGE)
+    fail_msg("%s: exit %d, expected %d: %s", args, rc, EXIT_USAGE, err);
+  expect_one_error_line(err, part1, part2);
+  free(out);
+  free(err);
+}
+
 static void test_cache_usage_errors(void **state) {
   cli_fixture *f = *state;
+  expect_usage_error("cache warm --arch sm_60", "sm_60", NULL);
+  expect_usage_error("cache warm --dim 0", "dim", NULL);
+  expect_usage_error("cache warm --arch", "--arch", "needs a value");
+  expect_usage_error("cache warm --bogus", "--bogus", NULL);
+  expect_usage_error("cache frobnicate", "frobnicate", NULL);
+  expect_usage_error("cache list extra", "extra", NULL);
+
   char *out = NULL, *err = NULL;
-
-  assert_int_equal(flowgen(&out, &err, "cache warm --arch sm_60"), EXIT_USAGE);
-  expect_one_error_line(err, "sm_60", NULL);
-  free(out);
-  free(err);
-
-  assert_int_equal(flowgen(&out, &err, "cache warm --dim 0"), EXIT_USAGE);
-  expect_one_error_line(err, "dim", NULL);
-  free(out);
-  free(err);
-
-  assert_int_equal(flowgen(&out, &err, "cache warm --arch"), EXIT_USAGE);
-  expect_one_error_line(err, "--arch", "needs a value");
-  free(out);
-  free(err);
-
-  assert_int_equal(flowgen(&out, &err, "cache warm --bogus"), EXIT_USAGE);
-  expect_one_error_line(err, "--bogus", NULL);
-  free(out);
-  free(err);
-
-  assert_int_equal(flowgen(&out, &err, "cache frobnicate"), EXIT_USAGE);
-  expect_one_error_line(err, "frobnicate", NULL);
-  free(out);
-  free(err);
-
-  assert_int_equal(flowgen(&out, &err, "cache list extra"), EXIT_USAGE);
-  expect_one_error_line(err, "extra", NULL);
-  free(out);
-  free(err);
-
   assert_int_equal(flowgen(&out, &err, "cache"), EXIT_USAGE);
   assert_non_null(strstr(err, "usage: flowgen cache"));
   free(out);

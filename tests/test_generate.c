@@ -5,13 +5,11 @@
 #include "flowgen.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PATH_SIZE 4096
 
@@ -27,16 +25,6 @@ static void assert_lacks(const char *text, const char *needle) {
     fail_msg("unexpected \"%s\" in the generated text", needle);
 }
 
-static flowgen_spec shape(int dim, int hidden, int steps, int arch) {
-  flowgen_spec spec;
-  flowgen_spec_default(&spec);
-  spec.dim = dim;
-  spec.hidden = hidden;
-  spec.steps = steps;
-  spec.arch = arch;
-  return spec;
-}
-
 static flowgen_kernel *generate(const flowgen_spec *spec,
                                 const flowgen_options *opts) {
   flowgen_kernel *k = NULL;
@@ -48,45 +36,6 @@ static flowgen_kernel *generate(const flowgen_spec *spec,
   assert_int_equal(strlen(flowgen_kernel_source(k)),
                    flowgen_kernel_source_size(k));
   return k;
-}
-
-static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
-  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
-  assert_true(n > 0 && n < PATH_SIZE);
-}
-
-/* Copies the files of the built-in templates folder into dir. */
-static void copy_templates(const char *dir) {
-  char src_dir[PATH_SIZE], src[PATH_SIZE], dst[PATH_SIZE];
-  path_join(src_dir, fg_test_source_dir(), "templates");
-  DIR *d = opendir(src_dir);
-  assert_non_null(d);
-  int copied = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    path_join(src, src_dir, e->d_name);
-    path_join(dst, dir, e->d_name);
-    size_t size = 0;
-    char *data = fg_test_read_file(src, &size);
-    assert_non_null(data);
-    fg_test_write_file(dst, data, size);
-    free(data);
-    ++copied;
-  }
-  closedir(d);
-  assert_true(copied >= 2); /* plan.lua and at least one template */
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool under_valgrind(void) {
-  const char *preload = getenv("LD_PRELOAD");
-  return preload && strstr(preload, "vgpreload");
 }
 
 /* The text between `start` (excluded) and the next `end`; malloc()ed. */
@@ -181,7 +130,7 @@ static void test_header_comment(void **state) {
   flowgen_kernel_free(k);
 
   /* Every parameter of another shape, and the optional flags. */
-  spec = shape(3, 0, 5, 80);
+  spec = fg_test_spec(3, 0, 5, 80);
   strcpy(spec.name, "policy");
   flowgen_options opts = {.host_launcher = true};
   k = generate(&spec, &opts);
@@ -247,7 +196,7 @@ static void test_deterministic(void **state) {
   /* A copy of the built-in templates read from a folder: the same bytes
    * (so no template path or file name leaks into the output). */
   char *dir = fg_test_mkdtemp();
-  copy_templates(dir);
+  fg_test_copy_templates(dir);
   flowgen_options from_dir = {.template_dir = dir};
   flowgen_kernel *d = generate(&spec, &from_dir);
   assert_int_equal(flowgen_kernel_source_size(a),
@@ -256,7 +205,7 @@ static void test_deterministic(void **state) {
   assert_lacks(flowgen_kernel_source(d), dir);
 
   /* Also with the launcher, and for another shape. */
-  flowgen_spec other = shape(5, 7, 3, 75);
+  flowgen_spec other = fg_test_spec(5, 7, 3, 75);
   flowgen_options launcher = {.host_launcher = true};
   flowgen_options launcher_dir = {.template_dir = dir, .host_launcher = true};
   flowgen_kernel *e = generate(&other, &launcher);
@@ -363,7 +312,7 @@ static void test_shape_constants_are_literals(void **state) {
   check_time_table(src, 32);
   flowgen_kernel_free(k);
 
-  spec = shape(3, 0, 5, 90);
+  spec = fg_test_spec(3, 0, 5, 90);
   k = generate(&spec, NULL);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDim = 3;");
@@ -378,7 +327,7 @@ static void test_shape_constants_are_literals(void **state) {
   /* Grids whose times have no short decimal form, and the largest S. */
   static const int steps[] = {1, 7, 30, 1000, 10000};
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) {
-    spec = shape(2, 3, steps[i], 90);
+    spec = fg_test_spec(2, 3, steps[i], 90);
     k = generate(&spec, NULL);
     check_time_table(flowgen_kernel_source(k), steps[i]);
     flowgen_kernel_free(k);
@@ -398,7 +347,7 @@ static void test_variants_are_consistent(void **state) {
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; ++a) {
       const int d = shapes[s][0], h = shapes[s][1];
-      flowgen_spec spec = shape(d, h, shapes[s][2], archs[a]);
+      flowgen_spec spec = fg_test_spec(d, h, shapes[s][2], archs[a]);
       flowgen_kernel *k = generate(&spec, NULL);
       const char *src = flowgen_kernel_source(k);
       int n = flowgen_kernel_variant_count(k);
@@ -547,7 +496,7 @@ static void test_host_launcher(void **state) {
   flowgen_kernel_free(with);
 
   /* Under 48 KiB, no opt-in. */
-  spec = shape(3, 12, 5, 90);
+  spec = fg_test_spec(3, 12, 5, 90);
   with = generate(&spec, &opts);
   for (int i = 0; i < flowgen_kernel_variant_count(with); ++i)
     assert_true(flowgen_kernel_variant(with, i)->shared_bytes <= 48 * 1024);
@@ -676,7 +625,7 @@ static void test_pick(void **state) {
 
 static void test_invalid_spec_is_refused(void **state) {
   (void)state;
-  flowgen_spec spec = shape(0, 0, 32, 90);
+  flowgen_spec spec = fg_test_spec(0, 0, 32, 90);
   flowgen_kernel *k = (flowgen_kernel *)&spec; /* must be reset to NULL */
   flowgen_error err = {FLOWGEN_OK, ""};
   assert_int_equal(flowgen_generate(&spec, NULL, &k, &err), FLOWGEN_INVALID);
@@ -698,13 +647,13 @@ static void test_generation_is_fast(void **state) {
   flowgen_spec_default(&spec);
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {
-    double t0 = now_seconds();
+    double t0 = fg_test_now_seconds();
     flowgen_kernel *k = generate(&spec, NULL);
-    double t = now_seconds() - t0;
+    double t = fg_test_now_seconds() - t0;
     flowgen_kernel_free(k);
     if (t < best) best = t;
   }
-  if (under_valgrind()) {
+  if (fg_test_under_valgrind()) {
     print_message("# generation %.1f ms under valgrind: not timed\n",
                   best * 1e3);
     return;

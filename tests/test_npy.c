@@ -4,7 +4,6 @@
 
 #include "npy.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -73,16 +72,6 @@ static float *parse_ok(const unsigned char *image, size_t size, int64_t *rows,
     fail_msg("%s", err.message);
   assert_non_null(data);
   return data;
-}
-
-static size_t count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  size_t n = 0;
-  for (struct dirent *e; (e = readdir(d));)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
-  closedir(d);
-  return n;
 }
 
 static uint32_t bits_of(float f) {
@@ -391,7 +380,7 @@ static void round_trip(const char *dir, int64_t rows, int64_t cols, uint64_t see
   fg_test_fill_uniform(values, n, seed, 1000.0f);
   flowgen_error err = {0};
   if (fg_npy_write(path, values, rows, cols, &err) != FLOWGEN_OK) fail_msg("%s", err.message);
-  assert_int_equal(count_entries(dir), 1);  /* no temporary file left */
+  assert_int_equal(fg_test_count_entries(dir), 1);  /* no temporary file left */
 
   size_t size;
   char *bytes = fg_test_read_file(path, &size);
@@ -473,7 +462,7 @@ static void test_write_unwritable(void **state) {
   snprintf(path, sizeof path, "%s/file/out.npy", dir);
   assert_int_equal(fg_npy_write(path, v, 1, 2, &err), FLOWGEN_IO);
   assert_message_has(&err, strerror(ENOTDIR));
-  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(fg_test_count_entries(dir), 1);
   fg_test_rmtree(dir);
   free(dir);
 }
@@ -494,8 +483,8 @@ static void test_write_rename_fails(void **state) {
   flowgen_error err;
   assert_int_equal(fg_npy_write(path, v, 1, 2, &err), FLOWGEN_IO);
   assert_message_has(&err, path);
-  assert_int_equal(count_entries(dir), 1);  /* only target/ */
-  assert_int_equal(count_entries(path), 1); /* target/ untouched */
+  assert_int_equal(fg_test_count_entries(dir), 1);  /* only target/ */
+  assert_int_equal(fg_test_count_entries(path), 1); /* target/ untouched */
   fg_test_rmtree(dir);
   free(dir);
 }
@@ -527,7 +516,7 @@ static void test_write_error_keeps_old_file(void **state) {
   assert_int_equal(s, FLOWGEN_IO);
   assert_message_has(&err, path);
   assert_message_has(&err, strerror(EFBIG));
-  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(fg_test_count_entries(dir), 1);
   float *back = NULL;
   int64_t r, c;
   assert_int_equal(fg_npy_read(path, &back, &r, &c, NULL), FLOWGEN_OK);

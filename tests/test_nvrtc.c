@@ -9,20 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool under_valgrind(void) {
-  const char *preload = getenv("LD_PRELOAD");
-  return preload && strstr(preload, "vgpreload");
-}
 
 static void skip_without_nvrtc(void) {
   if (flowrt_nvrtc_version() == 0) {
@@ -33,16 +21,6 @@ static void skip_without_nvrtc(void) {
 
 static bool arch_supported(int arch) {
   return flowrt_nvrtc_max_arch() >= arch;
-}
-
-static flowgen_spec shape(int dim, int hidden, int steps, int arch) {
-  flowgen_spec spec;
-  flowgen_spec_default(&spec);
-  spec.dim = dim;
-  spec.hidden = hidden;
-  spec.steps = steps;
-  spec.arch = arch;
-  return spec;
 }
 
 static bool has_line_with(const char *log, const char *a, const char *b) {
@@ -163,11 +141,11 @@ static double compile_clean(const flowgen_spec *spec, bool launcher) {
   assert_non_null(source);
   memcpy(source, flowgen_kernel_source(k), n);
   n += (size_t)snprintf(source + n, 64, "\n__device__ int fg_test_nonce_%d;\n", ++nonce);
-  double t0 = now_seconds();
+  double t0 = fg_test_now_seconds();
   flowgen_status st = flowrt_compile(source, n, name, spec->arch,
                                      FLOWRT_TARGET_CUBIN, true, &image, &size,
                                      &log, &err);
-  double seconds = now_seconds() - t0;
+  double seconds = fg_test_now_seconds() - t0;
   free(source);
   if (st != FLOWGEN_OK)
     fail_msg("%s: %s: %s", what, flowgen_status_name(st), err.message);
@@ -195,7 +173,7 @@ static void test_sweep_sm90(void **state) {
   skip_without_nvrtc();
   if (!arch_supported(90)) skip();
   for (size_t i = 0; i < SWEEP_COUNT; ++i) {
-    flowgen_spec spec = shape(sweep[i][0], sweep[i][1], sweep[i][2], 90);
+    flowgen_spec spec = fg_test_spec(sweep[i][0], sweep[i][1], sweep[i][2], 90);
     compile_clean(&spec, false);
   }
 }
@@ -206,10 +184,11 @@ static void test_sweep_sm80(void **state) {
   skip_without_nvrtc();
   if (!arch_supported(80)) skip();
   for (size_t i = 0; i < SWEEP_COUNT; i += 2) {
-    flowgen_spec spec = shape(sweep[i][0], sweep[i][1], sweep[i][2], 80);
+    flowgen_spec spec = fg_test_spec(sweep[i][0], sweep[i][1], sweep[i][2], 80);
     compile_clean(&spec, false);
   }
-  flowgen_spec odd = shape(33, 130, 4, 80); /* H not a multiple of 4 or 32 */
+  /* H not a multiple of 4 or 32 */
+  flowgen_spec odd = fg_test_spec(33, 130, 4, 80);
   compile_clean(&odd, false);
 }
 
@@ -218,10 +197,10 @@ static void test_sweep_sm80(void **state) {
 static void test_host_launcher_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
-  flowgen_spec spec = shape(64, 0, 32, 90);
+  flowgen_spec spec = fg_test_spec(64, 0, 32, 90);
   compile_clean(&spec, true);
   if (arch_supported(80)) {
-    spec = shape(3, 12, 5, 80);
+    spec = fg_test_spec(3, 12, 5, 80);
     compile_clean(&spec, true);
   }
 }
@@ -232,7 +211,7 @@ static void test_default_compile_time(void **state) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   double seconds = compile_clean(&spec, false);
-  if (under_valgrind()) return;
+  if (fg_test_under_valgrind()) return;
   if (seconds > 2.0)
     fail_msg("the default shape took %.2f s to compile for sm_90 (limit 2 s)",
              seconds);
@@ -273,7 +252,7 @@ static void test_accepted_names_compile(void **state) {
                                       "tiled"};
   char failures[FLOWGEN_ERROR_MESSAGE_MAX] = "";
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
-    flowgen_spec spec = shape(3, 12, 5, 90);
+    flowgen_spec spec = fg_test_spec(3, 12, 5, 90);
     if (flowgen_spec_set(&spec, "name", names[i], NULL) != FLOWGEN_OK)
       continue;
     flowgen_kernel *k = NULL;

@@ -6,7 +6,6 @@
 
 #include "flowgen.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,57 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PATH_SIZE 4096
+#define PATH_SIZE FG_TEST_PATH_SIZE
 #define TEST_INSTRUCTIONS 5000000u /* a few ms of Lua: keeps the caps fast */
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void path_join(char out[PATH_SIZE], const char *dir, const char *name) {
-  int n = snprintf(out, PATH_SIZE, "%s/%s", dir, name);
-  assert_true(n > 0 && n < PATH_SIZE);
-}
-
-static void copy_templates(const char *dir) {
-  char src_dir[PATH_SIZE], src[PATH_SIZE], dst[PATH_SIZE];
-  path_join(src_dir, fg_test_source_dir(), "templates");
-  DIR *d = opendir(src_dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    path_join(src, src_dir, e->d_name);
-    path_join(dst, dir, e->d_name);
-    size_t size = 0;
-    char *data = fg_test_read_file(src, &size);
-    assert_non_null(data);
-    fg_test_write_file(dst, data, size);
-    free(data);
-  }
-  closedir(d);
-}
-
-static void write_template(const char *dir, const char *name,
-                           const char *text) {
-  char path[PATH_SIZE];
-  path_join(path, dir, name);
-  fg_test_write_file(path, text, strlen(text));
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool under_valgrind(void) {
-  const char *preload = getenv("LD_PRELOAD");
-  return preload && strstr(preload, "vgpreload");
-}
-
 /* Each test: a fresh folder holding a copy of the built-in templates. */
 static int setup(void **state) {
   char *dir = fg_test_mkdtemp();
-  copy_templates(dir);
+  fg_test_copy_templates(dir);
   *state = dir;
   return 0;
 }
@@ -93,9 +50,9 @@ static run_result run(const char *dir, uint64_t instructions, size_t memory) {
                           .instruction_limit = instructions,
                           .memory_limit = memory};
   flowgen_kernel *k = NULL;
-  double t0 = now_seconds();
+  double t0 = fg_test_now_seconds();
   r.status = flowgen_generate(&spec, &opts, &k, &r.err);
-  r.seconds = now_seconds() - t0;
+  r.seconds = fg_test_now_seconds() - t0;
   if (r.status == FLOWGEN_OK) {
     assert_non_null(k);
     r.source = strdup(flowgen_kernel_source(k));
@@ -161,12 +118,12 @@ static void run_with_deadline(const char *dir, uint64_t instructions,
     _exit(n > 0 ? 0 : 1);
   }
   close(fds[1]);
-  if (under_valgrind()) seconds *= 10;
-  double t0 = now_seconds();
+  if (fg_test_under_valgrind()) seconds *= 10;
+  double t0 = fg_test_now_seconds();
   int wstatus = 0;
   pid_t done = 0;
   while ((done = waitpid(pid, &wstatus, WNOHANG)) == 0 &&
-         now_seconds() - t0 < seconds) {
+         fg_test_now_seconds() - t0 < seconds) {
     struct timespec nap = {0, 10 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
@@ -222,7 +179,7 @@ static const hostile hostile_lines[] = {
 static void test_hostile_calls_fail_with_location(void **state) {
   const char *dir = *state;
   char pwned[PATH_SIZE];
-  path_join(pwned, dir, "PWNED");
+  fg_test_path_join(pwned, dir, "PWNED");
   for (size_t i = 0; i < sizeof hostile_lines / sizeof hostile_lines[0];
        ++i) {
     const hostile *h = &hostile_lines[i];
@@ -236,7 +193,7 @@ static void test_hostile_calls_fail_with_location(void **state) {
       snprintf(line, sizeof line, "%s", h->line);
     char text[PATH_SIZE * 3];
     snprintf(text, sizeof text, "// line 1\n| local x = 1\n%s\nafter\n", line);
-    write_template(dir, "file.cut", text);
+    fg_test_write_template(dir, "file.cut", text);
     run_result r = run(dir, 0, 0);
     if (r.status != FLOWGEN_TEMPLATE)
       fail_msg("'%s': status %s, expected TEMPLATE (%s)", h->line,
@@ -254,16 +211,16 @@ static void test_hostile_calls_fail_with_location(void **state) {
 
 static void test_hostile_planner_fails_with_location(void **state) {
   const char *dir = *state;
-  write_template(dir, "plan.lua",
-                 "-- a planner that reads files\n"
-                 "local f = io.open('/etc/passwd')\n"
-                 "return function(spec) return nil end\n");
+  fg_test_write_template(dir, "plan.lua",
+                         "-- a planner that reads files\n"
+                         "local f = io.open('/etc/passwd')\n"
+                         "return function(spec) return nil end\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "plan.lua:2:",
                  "undefined variable 'io'", NULL);
-  write_template(dir, "plan.lua",
-                 "return function(spec)\n"
-                 "  local info = debug.getinfo(1)\n"
-                 "end\n");
+  fg_test_write_template(dir, "plan.lua",
+                         "return function(spec)\n"
+                         "  local info = debug.getinfo(1)\n"
+                         "end\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "plan.lua:2:",
                  "undefined variable 'debug'", NULL);
 }
@@ -272,24 +229,25 @@ static void test_hostile_planner_fails_with_location(void **state) {
  * than the template's `string` table (string.dump makes bytecode). */
 static void test_string_metatable(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "$(tostring(getmetatable('')))\n"
-                 "$(('ab'):rep(2)) $(('x'):upper())\n");
+  fg_test_write_template(dir, "file.cut",
+                         "$(tostring(getmetatable('')))\n"
+                         "$(('ab'):rep(2)) $(('x'):upper())\n");
   char *src = expect_success(dir);
   assert_string_equal(src, "false\nabab X\n");
   free(src);
 
-  write_template(dir, "plan.lua",
-                 "assert(getmetatable('') == false, 'metatable visible')\n"
-                 "return function(spec)\n"
-                 "  assert(getmetatable('') == false)\n"
-                 "  return {template = 'file.cut', variants = {{strategy = 'x',"
-                 " symbol = 'k', pack_symbol = 'p', min_batch = 0,"
-                 " max_batch = -1, block_threads = 32, rows_per_block = 1,"
-                 " cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,"
-                 " pack_threads = 32}}}\n"
-                 "end\n");
-  write_template(dir, "file.cut", "$(type(('').dump))\n");
+  fg_test_write_template(
+      dir, "plan.lua",
+      "assert(getmetatable('') == false, 'metatable visible')\n"
+      "return function(spec)\n"
+      "  assert(getmetatable('') == false)\n"
+      "  return {template = 'file.cut', variants = {{strategy = 'x',"
+      " symbol = 'k', pack_symbol = 'p', min_batch = 0,"
+      " max_batch = -1, block_threads = 32, rows_per_block = 1,"
+      " cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,"
+      " pack_threads = 32}}}\n"
+      "end\n");
+  fg_test_write_template(dir, "file.cut", "$(type(('').dump))\n");
   src = expect_success(dir);
   /* string.dump is left out of the template's string table on purpose;
    * the method route ("").dump must not bring it back. */
@@ -307,7 +265,7 @@ static void test_bytecode_planner_is_refused(void **state) {
       "\x1bLua\x54\x00\x19\x93\r\n\x1a\n\x04\x08\x08\x78\x56\x00\x00\x00"
       "\x00\x00\x00\x00\x00\x00\x00\x00\x28\x77\x40\x01\x00\x00";
   char path[PATH_SIZE];
-  path_join(path, dir, "plan.lua");
+  fg_test_path_join(path, dir, "plan.lua");
   fg_test_write_file(path, bytecode, sizeof bytecode - 1);
   run_result r = run(dir, 0, 0);
   assert_int_equal(r.status, FLOWGEN_TEMPLATE);
@@ -321,7 +279,7 @@ static void test_bytecode_refusal_names_the_file(void **state) {
   const char *dir = *state;
   static const char bytecode[] = "\x1bLua\x54\x00\x19\x93\r\n\x1a\n";
   char path[PATH_SIZE];
-  path_join(path, dir, "plan.lua");
+  fg_test_path_join(path, dir, "plan.lua");
   fg_test_write_file(path, bytecode, sizeof bytecode - 1);
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "binary", "plan.lua", NULL);
 }
@@ -330,13 +288,14 @@ static void test_bytecode_refusal_names_the_file(void **state) {
 
 static void test_endless_loop_hits_instruction_limit(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "// 1\n// 2\n| local n = 0\n| while true do n = n + 1 end\n"
-                 "never\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "// 1\n// 2\n| local n = 0\n| while true do n = n + 1 end\n"
+      "never\n");
   run_result r = run(dir, TEST_INSTRUCTIONS, 0);
   assert_int_equal(r.status, FLOWGEN_LIMIT);
   assert_non_null(strstr(r.err.message, "instruction limit"));
-  if (!under_valgrind()) assert_true(r.seconds < 2.0);
+  if (!fg_test_under_valgrind()) assert_true(r.seconds < 2.0);
   /* Where it looped: the template's own file and line. */
   if (!strstr(r.err.message, "file.cut:4:"))
     fail_msg("the message does not name file.cut:4: %s", r.err.message);
@@ -344,11 +303,11 @@ static void test_endless_loop_hits_instruction_limit(void **state) {
 
 static void test_endless_loop_in_planner(void **state) {
   const char *dir = *state;
-  write_template(dir, "plan.lua",
-                 "return function(spec)\n"
-                 "  local x = 0\n"
-                 "  while true do x = x + 1 end\n"
-                 "end\n");
+  fg_test_write_template(dir, "plan.lua",
+                         "return function(spec)\n"
+                         "  local x = 0\n"
+                         "  while true do x = x + 1 end\n"
+                         "end\n");
   expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, "instruction limit",
                  "plan.lua:3:", NULL);
 }
@@ -357,13 +316,13 @@ static void test_endless_loop_in_planner(void **state) {
  * recursion without end is an error naming the template. */
 static void test_runaway_without_escape(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut", "| while true do end\n");
+  fg_test_write_template(dir, "file.cut", "| while true do end\n");
   expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, "instruction limit",
                  NULL);
 
-  write_template(dir, "file.cut",
-                 "// 1\n| local function f(n) return 1 + f(n + 1) end\n"
-                 "| f(1)\n");
+  fg_test_write_template(dir, "file.cut",
+                         "// 1\n| local function f(n) return 1 + f(n + 1) end\n"
+                         "| f(1)\n");
   run_result r = run(dir, 0, 16u << 20);
   if (r.status != FLOWGEN_TEMPLATE && r.status != FLOWGEN_LIMIT)
     fail_msg("endless recursion: status %s (%s)",
@@ -375,22 +334,24 @@ static void test_runaway_without_escape(void **state) {
 static void test_memory_limit(void **state) {
   const char *dir = *state;
   const size_t limit = 16u << 20;
-  write_template(dir, "file.cut",
-                 "// 1\n| local s = string.rep('x', 64 * 1024 * 1024)\n"
-                 "$(#s)\n");
+  fg_test_write_template(dir, "file.cut",
+                         "// 1\n| local s = string.rep('x', 64 * 1024 * 1024)\n"
+                         "$(#s)\n");
   expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", "16 MiB", NULL);
 
-  write_template(dir, "file.cut", "| local s = ('x'):rep(4 * 1024 * 1024)\n"
-                                  "| while true do s = s .. s end\n");
+  fg_test_write_template(dir, "file.cut",
+                         "| local s = ('x'):rep(4 * 1024 * 1024)\n"
+                         "| while true do s = s .. s end\n");
   expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", NULL);
 
-  write_template(dir, "file.cut",
-                 "| local t = {}\n| for i = 1, 1e9 do t[i] = {i} end\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local t = {}\n| for i = 1, 1e9 do t[i] = {i} end\n");
   expect_failure(dir, 0, limit, FLOWGEN_LIMIT, "memory limit", NULL);
 
   /* Under the limit, the same template works. */
-  write_template(dir, "file.cut",
-                 "| local s = string.rep('x', 1024 * 1024)\n$(#s)\n");
+  fg_test_write_template(dir, "file.cut",
+                         "| local s = string.rep('x', 1024 * 1024)\n$(#s)\n");
   run_result r = run(dir, 0, limit);
   assert_int_equal(r.status, FLOWGEN_OK);
   assert_string_equal(r.source, "1048576\n");
@@ -400,7 +361,7 @@ static void test_memory_limit(void **state) {
 /* A cap hit in one generation does not carry over to the next. */
 static void test_caps_are_per_generation(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut", "| while true do end\n");
+  fg_test_write_template(dir, "file.cut", "| while true do end\n");
   expect_failure(dir, TEST_INSTRUCTIONS, 0, FLOWGEN_LIMIT, NULL);
   flowgen_spec spec;
   flowgen_spec_default(&spec);
@@ -414,17 +375,18 @@ static void test_caps_are_per_generation(void **state) {
  * heavy backtracking would run for hours.  The cap must still hold. */
 static void test_pattern_backtracking_is_capped(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "| local s = string.rep('a', 3000)\n"
-                 "| local found = string.find(s, '.-.-.-.-b')\n"
-                 "$(tostring(found))\n");
+  fg_test_write_template(dir, "file.cut",
+                         "| local s = string.rep('a', 3000)\n"
+                         "| local found = string.find(s, '.-.-.-.-b')\n"
+                         "$(tostring(found))\n");
   flowgen_status st = FLOWGEN_OK;
   char message[FLOWGEN_ERROR_MESSAGE_MAX];
   run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
   /* find() is plain text search in templates: nothing to backtrack. */
   assert_int_equal(st, FLOWGEN_OK);
   /* and the pattern functions are not there at all */
-  write_template(dir, "file.cut", "| local m = string.match('ab', '.-b')\n");
+  fg_test_write_template(dir, "file.cut",
+                         "| local m = string.match('ab', '.-b')\n");
   run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
   assert_int_equal(st, FLOWGEN_TEMPLATE);
   assert_non_null(strstr(message, "file.cut:1:"));
@@ -434,9 +396,10 @@ static void test_pattern_backtracking_is_capped(void **state) {
  * escape the instruction cap, during generation or when the state closes. */
 static void test_endless_finalizer_is_capped(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "| setmetatable({}, {__gc = function() while true do end end})\n"
-                 "done\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| setmetatable({}, {__gc = function() while true do end end})\n"
+      "done\n");
   flowgen_status st = FLOWGEN_OK;
   char message[FLOWGEN_ERROR_MESSAGE_MAX];
   run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
@@ -447,11 +410,12 @@ static void test_endless_finalizer_is_capped(void **state) {
 
 static void test_syntax_error_in_lua_line(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "// 1\n// 2\n| local a = 1\n// 4\n| local b = = 2\n// 6\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "// 1\n// 2\n| local a = 1\n// 4\n| local b = = 2\n// 6\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut:5:", NULL);
 
-  write_template(dir, "file.cut", "| for i = 1, 3 do\nx\n");
+  fg_test_write_template(dir, "file.cut", "| for i = 1, 3 do\nx\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut:", "'end' expected",
                  NULL);
 }
@@ -470,7 +434,7 @@ static void test_bad_inline_expression(void **state) {
       {"// 1\n| local x = nil + 1\n", "file.cut:2:"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    write_template(dir, "file.cut", cases[i].text);
+    fg_test_write_template(dir, "file.cut", cases[i].text);
     run_result r = run(dir, 0, 0);
     if (r.status != FLOWGEN_TEMPLATE || !strstr(r.err.message, cases[i].message))
       fail_msg("case %zu: %s \"%s\", expected TEMPLATE and \"%s\"", i,
@@ -489,7 +453,7 @@ static void test_unprintable_value_names_template_line(void **state) {
       "// 1\n// 2\n$(nil)\n",           /* nil */
   };
   for (size_t i = 0; i < sizeof texts / sizeof texts[0]; ++i) {
-    write_template(dir, "file.cut", texts[i]);
+    fg_test_write_template(dir, "file.cut", texts[i]);
     run_result r = run(dir, 0, 0);
     assert_int_equal(r.status, FLOWGEN_TEMPLATE);
     if (!strstr(r.err.message, "file.cut:3:"))
@@ -501,17 +465,18 @@ static void test_unprintable_value_names_template_line(void **state) {
 /* An error in an included template names that template. */
 static void test_error_in_included_template(void **state) {
   const char *dir = *state;
-  write_template(dir, "tiled.cut", "// 1\n// 2\n| local x = spec.dim .. {}\n");
+  fg_test_write_template(dir, "tiled.cut",
+                         "// 1\n// 2\n| local x = spec.dim .. {}\n");
   run_result r = run(dir, 0, 0);
   assert_int_equal(r.status, FLOWGEN_TEMPLATE);
   if (!strstr(r.err.message, "tiled.cut:3:"))
     fail_msg("the message does not name tiled.cut:3: %s", r.err.message);
 
-  write_template(dir, "file.cut", "| include('nope.cut')\n");
+  fg_test_write_template(dir, "file.cut", "| include('nope.cut')\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "nope.cut", NULL);
-  write_template(dir, "file.cut", "| include('../plan.lua')\n");
+  fg_test_write_template(dir, "file.cut", "| include('../plan.lua')\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "invalid template name", NULL);
-  write_template(dir, "file.cut", "| include('/etc/passwd')\n");
+  fg_test_write_template(dir, "file.cut", "| include('/etc/passwd')\n");
   expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "invalid template name", NULL);
 }
 
@@ -520,16 +485,17 @@ static void test_missing_templates(void **state) {
   char *empty = fg_test_mkdtemp();
   expect_failure(empty, 0, 0, FLOWGEN_TEMPLATE, "plan.lua", NULL);
   char missing[PATH_SIZE];
-  path_join(missing, empty, "no-such-folder");
+  fg_test_path_join(missing, empty, "no-such-folder");
   expect_failure(missing, 0, 0, FLOWGEN_TEMPLATE, "plan.lua", "no-such-folder",
                  NULL);
   /* plan.lua alone: the template it names is missing. */
-  write_template(empty, "plan.lua",
-                 "return function(spec) return {template = 'gone.cut', "
-                 "variants = {{strategy = 'x', symbol = 'k', pack_symbol = 'p',"
-                 " min_batch = 0, max_batch = -1, block_threads = 32,"
-                 " rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0,"
-                 " params_bytes = 4, pack_threads = 32}}} end\n");
+  fg_test_write_template(
+      empty, "plan.lua",
+      "return function(spec) return {template = 'gone.cut', "
+      "variants = {{strategy = 'x', symbol = 'k', pack_symbol = 'p',"
+      " min_batch = 0, max_batch = -1, block_threads = 32,"
+      " rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0,"
+      " params_bytes = 4, pack_threads = 32}}} end\n");
   expect_failure(empty, 0, 0, FLOWGEN_TEMPLATE, "gone.cut", NULL);
   fg_test_rmtree(empty);
   free(empty);
@@ -539,17 +505,19 @@ static void test_missing_templates(void **state) {
 
 static void test_refuse_is_unsupported(void **state) {
   const char *dir = *state;
-  write_template(dir, "plan.lua",
-                 "return function(spec)\n"
-                 "  refuse('D=' .. spec.dim .. ' is too wide for this planner')\n"
-                 "end\n");
+  fg_test_write_template(
+      dir, "plan.lua",
+      "return function(spec)\n"
+      "  refuse('D=' .. spec.dim .. ' is too wide for this planner')\n"
+      "end\n");
   run_result r = run(dir, 0, 0);
   assert_int_equal(r.status, FLOWGEN_UNSUPPORTED);
   assert_string_equal(r.err.message, "D=64 is too wide for this planner");
 
   /* refuse() from a kernel template is a refusal too. */
-  copy_templates(dir);
-  write_template(dir, "file.cut", "| refuse('no kernel for this shape')\n");
+  fg_test_copy_templates(dir);
+  fg_test_write_template(dir, "file.cut",
+                         "| refuse('no kernel for this shape')\n");
   r = run(dir, 0, 0);
   assert_int_equal(r.status, FLOWGEN_UNSUPPORTED);
   assert_string_equal(r.err.message, "no kernel for this shape");
@@ -568,14 +536,15 @@ static void test_refuse_is_unsupported(void **state) {
  * and the template renders with `$$` and `$(...)`. */
 static void test_custom_planner_variants(void **state) {
   const char *dir = *state;
-  write_template(dir, "plan.lua",
-                 PLAN_HEAD VARIANT("small", 0, 15, 64, 2, 1, 0)
-                     VARIANT("big", 16, -1, 128, 8, 2, 1024) PLAN_TAIL);
-  write_template(dir, "file.cut",
-                 "// costs $$5: D=$(spec.dim) S=$(spec.steps) n=$(#plan.variants)\n"
-                 "| for _, v in ipairs(plan.variants) do\n"
-                 "$(v.symbol) $(v.block_threads)\n"
-                 "| end\n");
+  fg_test_write_template(dir, "plan.lua",
+                         PLAN_HEAD VARIANT("small", 0, 15, 64, 2, 1, 0)
+                             VARIANT("big", 16, -1, 128, 8, 2, 1024) PLAN_TAIL);
+  fg_test_write_template(
+      dir, "file.cut",
+      "// costs $$5: D=$(spec.dim) S=$(spec.steps) n=$(#plan.variants)\n"
+      "| for _, v in ipairs(plan.variants) do\n"
+      "$(v.symbol) $(v.block_threads)\n"
+      "| end\n");
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   flowgen_options opts = {.template_dir = dir};
@@ -630,9 +599,9 @@ static void test_bad_plans_are_template_errors(void **state) {
       {PLAN_HEAD VARIANT("x", -1, -1, 32, 1, 1, 0) PLAN_TAIL,
        "impossible launch configuration"},
   };
-  write_template(dir, "file.cut", "ok\n");
+  fg_test_write_template(dir, "file.cut", "ok\n");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    write_template(dir, "plan.lua", cases[i].plan);
+    fg_test_write_template(dir, "plan.lua", cases[i].plan);
     run_result r = run(dir, 0, 0);
     if (r.status != FLOWGEN_TEMPLATE || !strstr(r.err.message, cases[i].message))
       fail_msg("case %zu: %s \"%s\", expected TEMPLATE and \"%s\"", i,
@@ -648,13 +617,14 @@ static void test_bad_plans_are_template_errors(void **state) {
 
 static void test_pairs_iterates_sorted(void **state) {
   const char *dir = *state;
-  write_template(dir, "file.cut",
-                 "| local t = {zulu = 1, alpha = 2, mike = 3, [3] = 4, [1] = 5,"
-                 " [2] = 6, bravo = 7, yankee = 8, echo = 9, [10] = 10,"
-                 " kilo = 11, charlie = 12, xray = 13, golf = 14, [-1] = 15}\n"
-                 "| local keys = {}\n"
-                 "| for k, v in pairs(t) do keys[#keys + 1] = tostring(k) .. '=' .. v end\n"
-                 "$(table.concat(keys, ' '))\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local t = {zulu = 1, alpha = 2, mike = 3, [3] = 4, [1] = 5,"
+      " [2] = 6, bravo = 7, yankee = 8, echo = 9, [10] = 10,"
+      " kilo = 11, charlie = 12, xray = 13, golf = 14, [-1] = 15}\n"
+      "| local keys = {}\n"
+      "| for k, v in pairs(t) do keys[#keys + 1] = tostring(k) .. '=' .. v end\n"
+      "$(table.concat(keys, ' '))\n");
   char *src = expect_success(dir);
   assert_string_equal(src,
                       "-1=15 1=5 2=6 3=4 10=10 alpha=2 bravo=7 charlie=12 "
