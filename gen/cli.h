@@ -20,6 +20,23 @@ int fg_cli_take(int argc, char **argv, int *i, const char *flag,
 int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
                        flowgen_error *err);
 
+/* flowgen [kernel options] */
+typedef enum { FG_CLI_EMIT_CU, FG_CLI_EMIT_PTX, FG_CLI_EMIT_CUBIN } fg_cli_emit;
+
+typedef struct fg_cli_generate_args {
+  flowgen_spec spec;
+  flowgen_options opts;
+  const char *output;    /* "-" = stdout */
+  fg_cli_emit emit;
+  bool describe;
+  bool help, version;    /* -h / -V came first: print it and exit 0 */
+} fg_cli_generate_args;
+
+/* Parses the kernel options (argv[1] on) into a, which must start zeroed.
+ * Returns -1 to go on, else the exit code: 0 for help or version, or that
+ * of an error already printed to stderr.  Writes nothing to stdout. */
+int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a);
+
 int fg_cli_sample(int argc, char **argv);
 int fg_cli_cache(int argc, char **argv);
 
