@@ -19,7 +19,7 @@ ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) \
             $(CFLAGS) $(SANITIZE)
 # Lua and jansson are linked statically: the binaries run where neither is
 # installed.  The CUDA driver and NVRTC are opened at run time (dlopen).
-STATIC_LIBS := -Wl,-Bstatic -llua5.4 -ljansson -Wl,-Bdynamic
+STATIC_LIBS := -Wl,-Bstatic -llua5.4 -ljansson -lpng16 -lz -Wl,-Bdynamic
 LDLIBS   := $(STATIC_LIBS) -ldl -lm -lpthread
 LDFLAGS  ?=
 ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
@@ -28,7 +28,8 @@ CLI_SRC  := gen/main.c $(wildcard gen/cli_*.c)
 GEN_SRC  := $(filter-out $(CLI_SRC) gen/embed.c,$(wildcard gen/*.c))
 RT_SRC   := $(wildcard runtime/*.c)
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(GEN_SRC) $(RT_SRC)) \
-            $(BUILD)/obj/templates.o
+            $(BUILD)/obj/templates.o $(BUILD)/obj/models.o
+MODELS   := examples/digits/digits_d64_h256.safetensors
 TEMPLATES := $(sort $(wildcard templates/*.lua templates/*.cut))
 ENGINE   := gen/engine.lua
 
@@ -36,12 +37,14 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu bench demo deps asan clean install uninstall help
+.PHONY: all lib cli tests test test-gpu bench demo deps asan fuzz fuzz-build \
+        fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench
 
 # Debian packages the build needs; `make deps` installs the missing ones
 # (as root) or prints the command that would.
-DEB_PACKAGES := make gcc pkg-config liblua5.4-dev libjansson-dev libxxhash-dev libcmocka-dev
+DEB_PACKAGES := make gcc pkg-config liblua5.4-dev libjansson-dev libxxhash-dev libcmocka-dev \
+                libpng-dev
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all present"; \
@@ -49,16 +52,16 @@ deps:
 	else echo "deps: missing:" $$missing; echo "run: sudo apt-get install -y" $$missing; exit 1; fi
 	@command -v $(NVCC) >/dev/null || { echo "deps: the CUDA toolkit (nvcc, NVRTC) is not on PATH; install it from NVIDIA"; exit 1; }
 
-# The main job: a kernel for the default shape, its launch configuration,
-# and samples from the demo model (on the GPU where there is one, else the
-# fp64 CPU reference).
+# The main job: a kernel for the default shape and its launch
+# configuration, then 64 digits drawn by the shipped digits model (on the
+# GPU where there is one, else with the fp64 CPU reference) as a picture.
 demo: cli
 	@mkdir -p $(BUILD)/demo
 	$(BUILD)/flowgen --dim 64 --steps 32 -o $(BUILD)/demo/flow_d64_h256_s32_fp32.cu
 	$(BUILD)/flowgen --dim 64 --steps 32 --describe
-	$(BUILD)/flowgen sample --weights examples/models/demo_d64_h256.safetensors \
-	  --steps 32 --batch 8 --seed 1 -o $(BUILD)/demo/samples.npy -v
-	@echo "wrote $(BUILD)/demo/flow_d64_h256_s32_fp32.cu and $(BUILD)/demo/samples.npy"
+	$(BUILD)/flowgen sample --steps 32 --batch 64 --seed 1 \
+	  --png $(BUILD)/demo/digits.png -o $(BUILD)/demo/digits.npy -v
+	@echo "wrote $(BUILD)/demo/flow_d64_h256_s32_fp32.cu, $(BUILD)/demo/digits.png and $(BUILD)/demo/digits.npy"
 
 help:
 	@echo "make deps       install the Debian packages the build needs"
@@ -68,13 +71,14 @@ help:
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
 	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up"
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
+	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) (clang, build-fuzz/)"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
 	@echo "make clean"
 
 lib: $(BUILD)/libflowgen.a
 cli: $(BUILD)/flowgen
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -87,6 +91,15 @@ $(BUILD)/templates.c: $(BUILD)/embed $(TEMPLATES) $(ENGINE)
 	$(BUILD)/embed fg_builtin_templates $(TEMPLATES) > $@.tmp
 	$(BUILD)/embed fg_builtin_engine $(ENGINE) >> $@.tmp
 	mv $@.tmp $@
+
+# The shipped digits model, for `flowgen sample` without --weights.
+$(BUILD)/models.c: $(BUILD)/embed $(MODELS)
+	$(BUILD)/embed fg_builtin_models $(MODELS) > $@.tmp
+	mv $@.tmp $@
+
+$(BUILD)/obj/models.o: $(BUILD)/models.c gen/internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/templates.o: $(BUILD)/templates.c gen/internal.h
 	@mkdir -p $(dir $@)
@@ -126,6 +139,20 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(BUILD)/libflowgen.a |
 
 tests: $(TESTS) $(BUILD)/flowgen
 
+# The fuzz targets' inputs that once failed, replayed through the targets'
+# own entry points (compiled without libFuzzer, each under its own name).
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz-replay/%.o,$(FUZZ_SRC)) \
+                   $(BUILD)/obj/gen/cli_args.o
+
+$(BUILD)/obj/tests/fuzz-replay/%.o: tests/fuzz/%.c tests/fuzz/fuzz.h $(wildcard include/*.h gen/*.h runtime/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DLLVMFuzzerTestOneInput=$*_one_input -c $< -o $@
+
+$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/obj/tests/test_fuzz_regressions.o \
+    $(FUZZ_REPLAY_OBJ) $(TEST_SUPPORT) $(BUILD)/libflowgen.a | $(BUILD)/tests/libcmocka.so.0
+	$(CC) $(ALL_LDFLAGS) $^ -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
+
 test: tests
 	@FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) FLOWGEN_SOURCE_DIR=$(CURDIR) \
 	  sh tests/run.sh $(TESTS)
@@ -137,6 +164,44 @@ test-gpu: tests
 asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+# ---- fuzzing ----------------------------------------------------------------
+# libFuzzer targets (tests/fuzz/fuzz_<name>.c), built with clang in
+# build-fuzz/ (the library too: coverage, ASan, UBSan).  `make fuzz` runs
+# each for FUZZ_SECONDS from its seeds (tests/fuzz/corpus/<name>/, plus the
+# dictionary tests/fuzz/<name>.dict); new inputs go to build-fuzz/corpus/,
+# a failing input to build-fuzz/crashes/<name>/ (keep it as a regression:
+# tests/fuzz/regressions/<name>/).  CI smoke: make fuzz FUZZ_SECONDS=10.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   ?= -timeout=30
+FUZZ_BUILD   := build-fuzz
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+# The CLI target prints each usage error: libFuzzer closes its stderr.
+FUZZ_FLAGS_cli := -close_fd_mask=2
+
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	  SANITIZE="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+	  fuzz-targets
+
+fuzz-targets: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
+
+# Every target gets the CLI's argument parsing (fuzz_cli calls it).
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/gen/cli_args.o $(BUILD)/libflowgen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+
+fuzz_run = mkdir -p $(FUZZ_BUILD)/corpus/$(1) $(FUZZ_BUILD)/crashes/$(1) && \
+  echo "fuzz: $(1), $(FUZZ_SECONDS) s" && \
+  $(FUZZ_BUILD)/fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
+    $(FUZZ_FLAGS_$(1)) $(if $(wildcard tests/fuzz/$(1).dict),-dict=tests/fuzz/$(1).dict) \
+    -artifact_prefix=$(FUZZ_BUILD)/crashes/$(1)/ \
+    $(FUZZ_BUILD)/corpus/$(1) tests/fuzz/corpus/$(1) 2>&1 | tail -n 4 && \
+  test -z "$$(ls -A $(FUZZ_BUILD)/crashes/$(1))"
+
+fuzz: fuzz-build
+	@$(foreach n,$(FUZZ_NAMES),$(call fuzz_run,$(n)) && ) echo "fuzz: no failures"
 
 # ---- install ----------------------------------------------------------------
 install: all
@@ -154,4 +219,4 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/*.h)))
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

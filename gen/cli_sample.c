@@ -2,6 +2,7 @@
  * (the generated kernel) or the CPU (the fp64 reference). */
 #include "cli.h"
 #include "npy.h"
+#include "png_grid.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,9 +10,10 @@
 #include <time.h>
 
 static const char sample_usage[] =
-    "usage: flowgen sample --weights FILE.safetensors -o OUT.npy [options]\n"
+    "usage: flowgen sample [--weights FILE.safetensors] (-o OUT.npy | --png OUT.png) [options]\n"
     "\n"
-    "  --weights FILE     PyTorch state_dict saved with safetensors\n"
+    "  --weights FILE     PyTorch state_dict saved with safetensors (default:\n"
+    "                     the built-in digits model, D=64, H=256)\n"
     "  --prefix P         tensor name prefix (default \"velocity.\")\n"
     "  --dim D, --hidden H  the model's shape (default: read from the weights)\n"
     "  --steps S          solver steps, 1 to 10000 (default 32)\n"
@@ -20,7 +22,12 @@ static const char sample_usage[] =
     "  --x0 FILE.npy      starting points instead: float32 (or float64) N x D\n"
     "  --device gpu|cpu|auto  gpu: the generated kernel; cpu: the fp64\n"
     "                     reference; auto (default): gpu where there is one\n"
-    "  -o, --output FILE  where the N x D float32 .npy goes (required)\n"
+    "  -o, --output FILE  where the N x D float32 .npy goes\n"
+    "  --png FILE         draw the samples as a grid of images (values -1 to 1\n"
+    "                     from white to black)\n"
+    "  --png-shape HxW    the image of one sample (default: square, sqrt(D))\n"
+    "  --png-columns N    images per row of the grid (default: square grid)\n"
+    "  --png-scale N      pixels per value (default 4)\n"
     "  -v, --verbose      print the cache hit or miss and each phase's time\n"
     "  also: --solver, --precision, --name, --template-dir as for kernels\n";
 
@@ -29,7 +36,8 @@ typedef enum { DEVICE_AUTO, DEVICE_GPU, DEVICE_CPU } device_kind;
 typedef struct sample_args {
   flowgen_spec spec;
   bool dim_given, hidden_given;
-  const char *weights, *prefix, *x0_path, *output, *template_dir;
+  const char *weights, *prefix, *x0_path, *output, *template_dir, *png;
+  int png_height, png_width, png_columns, png_scale;
   long long batch; /* -1: not given */
   unsigned long long seed;
   device_kind device;
@@ -89,6 +97,27 @@ static int parse_sample(int argc, char **argv, sample_args *a) {
     } else if (VALUE("--template-dir")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
       a->template_dir = value;
+    } else if (VALUE("--png")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
+      a->png = value;
+    } else if (VALUE("--png-shape")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      char *x = strchr(value, 'x'), h[16];
+      if (!x || x == value || (size_t)(x - value) >= sizeof h)
+        return fg_cli_usage_error("--png-shape: '%s' is not of the form HxW (e.g. 8x8)", value);
+      snprintf(h, sizeof h, "%.*s", (int)(x - value), value);
+      if (parse_long("--png-shape", h, 1, 4096, &n)) return 2;
+      a->png_height = (int)n;
+      if (parse_long("--png-shape", x + 1, 1, 4096, &n)) return 2;
+      a->png_width = (int)n;
+    } else if (VALUE("--png-columns")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--png-columns", value, 1, 1000, &n)) return 2;
+      a->png_columns = (int)n;
+    } else if (VALUE("--png-scale")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--png-scale", value, 1, 64, &n)) return 2;
+      a->png_scale = (int)n;
     } else if (VALUE("--batch")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
       if (parse_long("--batch", value, 0, 1LL << 40, &n)) return 2;
@@ -110,8 +139,8 @@ static int parse_sample(int argc, char **argv, sample_args *a) {
     }
 #undef VALUE
   }
-  if (!a->weights) return fg_cli_usage_error("sample: %s is required", "--weights");
-  if (!a->output) return fg_cli_usage_error("sample: %s is required", "-o");
+  if (!a->output && !a->png)
+    return fg_cli_usage_error("sample: %s is required", "-o or --png");
   if (a->x0_path && a->batch >= 0 && a->x0_path[0])
     return fg_cli_usage_error("sample: %s: give --batch or --x0, not both", "--batch");
   return -1;
@@ -204,6 +233,32 @@ static flowgen_status starting_points(const sample_args *a, int dim,
   return FLOWGEN_OK;
 }
 
+static int integer_sqrt(int n) {
+  int r = 0;
+  while ((r + 1) * (r + 1) <= n) ++r;
+  return r;
+}
+
+static flowgen_status write_png(const sample_args *a, const float *x, int64_t batch,
+                                int dim, flowgen_error *err) {
+  fg_png_grid g = {.data = x, .count = batch, .dim = dim,
+                   .image_height = a->png_height, .image_width = a->png_width,
+                   .columns = a->png_columns, .scale = a->png_scale ? a->png_scale : 4,
+                   .low = -1.0f, .high = 1.0f};
+  if (!g.image_height) {
+    int side = integer_sqrt(dim);
+    if (side * side != dim)
+      return fg_fail(err, FLOWGEN_INVALID,
+                     "--png: D = %d is not a square; give --png-shape HxW", dim);
+    g.image_height = g.image_width = side;
+  }
+  if (!g.columns) {
+    g.columns = integer_sqrt((int)(batch < 1000000 ? batch : 1000000));
+    if ((int64_t)g.columns * g.columns < batch) ++g.columns;
+  }
+  return fg_png_write_grid(a->png, &g, err);
+}
+
 int fg_cli_sample(int argc, char **argv) {
   sample_args a;
   memset(&a, 0, sizeof a);
@@ -212,12 +267,15 @@ int fg_cli_sample(int argc, char **argv) {
   flowgen_error err = {FLOWGEN_OK, ""};
   flowrt_weights *w = NULL;
   double t0 = now_ms();
-  flowgen_status st = flowrt_weights_load(a.weights, a.prefix, a.dim_given ? a.spec.dim : 0,
-                                          a.hidden_given ? a.spec.hidden : 0, &w, &err);
+  flowgen_status st =
+      a.weights ? flowrt_weights_load(a.weights, a.prefix, a.dim_given ? a.spec.dim : 0,
+                                      a.hidden_given ? a.spec.hidden : 0, &w, &err)
+                : flowrt_weights_builtin("digits", &w, &err);
   if (st) return fg_cli_fail(&err);
   if (a.verbose)
-    fprintf(stderr, "flowgen: weights %s: D=%d H=%d (%.1f ms)\n", a.weights, w->dim,
-            w->hidden, now_ms() - t0);
+    fprintf(stderr, "flowgen: weights %s: D=%d H=%d (%.1f ms)\n",
+            a.weights ? a.weights : "(built-in digits model)", w->dim, w->hidden,
+            now_ms() - t0);
   a.spec.dim = w->dim;
   a.spec.hidden = w->hidden;
   float *x0 = NULL, *x = NULL;
@@ -242,7 +300,8 @@ int fg_cli_sample(int argc, char **argv) {
     if (!st && a.verbose && device == DEVICE_CPU)
       fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
   }
-  if (!st) st = fg_npy_write(a.output, x, batch, w->dim, &err);
+  if (!st && a.png) st = write_png(&a, x, batch, w->dim, &err);
+  if (!st && a.output) st = fg_npy_write(a.output, x, batch, w->dim, &err);
   free(x0);
   free(x);
   flowrt_weights_free(w);

@@ -57,5 +57,6 @@ typedef struct fg_embedded_file {
 
 extern const fg_embedded_file fg_builtin_templates[];  /* ends with {NULL} */
 extern const fg_embedded_file fg_builtin_engine[];     /* ends with {NULL} */
+extern const fg_embedded_file fg_builtin_models[];     /* ends with {NULL} */
 
 #endif

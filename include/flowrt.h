@@ -38,6 +38,10 @@ flowgen_status flowrt_weights_parse(const void *data, size_t size,
                                     const char *name, const char *prefix,
                                     int dim, int hidden, flowrt_weights **out,
                                     flowgen_error *err);
+/* A model built into flowgen: "digits" (flow matching on scikit-learn's
+ * 8x8 digits scaled to [-1, 1]; D=64, H=256; see examples/digits/). */
+flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
+                                      flowgen_error *err);
 /* Allocates zeroed weights of the given shape. */
 flowgen_status flowrt_weights_alloc(int dim, int hidden, flowrt_weights **out,
                                     flowgen_error *err);

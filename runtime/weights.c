@@ -300,3 +300,15 @@ flowgen_status flowrt_weights_load(const char *path, const char *prefix,
   free(data);
   return s;
 }
+
+flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
+                                      flowgen_error *err) {
+  *out = NULL;
+  char file[64];
+  snprintf(file, sizeof file, "%s_d64_h256.safetensors", name ? name : "");
+  for (const fg_embedded_file *f = fg_builtin_models; f->name; ++f)
+    if (strcmp(f->name, file) == 0)
+      return flowrt_weights_parse(f->data, f->size, f->name, NULL, 0, 0, out, err);
+  return fg_fail(err, FLOWGEN_INVALID, "no built-in model '%s' (there is: digits)",
+                 name ? name : "");
+}

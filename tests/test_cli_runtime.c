@@ -403,7 +403,8 @@ static void test_sample_usage_errors(void **state) {
   print_into(args, sizeof args, "--weights '%s' --device cpu", weights_path);
   expect_sample_fails(f, EXIT_USAGE, "-o", NULL, args);
 
-  print_into(args, sizeof args, "--device cpu -o '%s'", f->out);
+  /* no --weights means the built-in model; --weights without a file does not */
+  print_into(args, sizeof args, "--device cpu -o '%s' --weights", f->out);
   expect_sample_fails(f, EXIT_USAGE, "--weights", NULL, args);
 
   print_into(args, sizeof args, "--weights '%s' --batch -1 -o '%s'", weights_path, f->out);
