@@ -183,6 +183,9 @@ return function(spec)
   -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
   -- 32 take two; of 8 blocks, 8 clusters).
   local blocks = math.tointeger(tonumber(tune.cluster or "4"))
+  if not blocks then
+    refuse("tune: cluster=" .. tune.cluster .. " is not a whole number")
+  end
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
   local clusters_at_once = math.tointeger(tonumber(tune.clusters or "0"))
   if not clusters_at_once or clusters_at_once < 1 then
