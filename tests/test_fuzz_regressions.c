@@ -1,0 +1,103 @@
+/* Replays saved inputs through the fuzz targets' own entry points (the
+ * tests/fuzz/fuzz_<name>.c files, compiled here without libFuzzer): every
+ * input that once made a target fail (tests/fuzz/regressions/<name>/) and
+ * the seed corpus (tests/fuzz/corpus/<name>/).  A target checks its
+ * invariants itself and aborts on a violation; under `make asan` the
+ * sanitizers watch the replays too. */
+#include "support.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*fuzz_entry)(const uint8_t *data, size_t size);
+
+int fuzz_safetensors_one_input(const uint8_t *data, size_t size);
+int fuzz_npy_one_input(const uint8_t *data, size_t size);
+int fuzz_cli_one_input(const uint8_t *data, size_t size);
+int fuzz_generate_one_input(const uint8_t *data, size_t size);
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Replays every file of tests/fuzz/<kind>/<target>/ in name order; returns
+ * how many (a missing folder is none). */
+static size_t replay_folder(const char *kind, const char *target,
+                            fuzz_entry entry) {
+  char dir[FG_TEST_PATH_SIZE];
+  int n = snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/%s",
+                   fg_test_source_dir(), kind, target);
+  assert_true(n > 0 && (size_t)n < sizeof dir);
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  char **names = NULL;
+  size_t count = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    names = realloc(names, (count + 1) * sizeof *names);
+    assert_non_null(names);
+    names[count] = strdup(e->d_name);
+    assert_non_null(names[count++]);
+  }
+  closedir(d);
+  qsort(names, count, sizeof *names, compare_names);
+  for (size_t i = 0; i < count; ++i) {
+    char path[FG_TEST_PATH_SIZE];
+    fg_test_path_join(path, dir, names[i]);
+    size_t size = 0;
+    char *text = fg_test_read_file(path, &size);
+    if (!text) fail_msg("cannot read %s", path);
+    /* An exact-size copy, so that a read past the end is a sanitizer
+     * report, as under libFuzzer. */
+    uint8_t *data = malloc(size ? size : 1);
+    assert_non_null(data);
+    memcpy(data, text, size);
+    free(text);
+    print_message("  %s/%s/%s (%zu bytes)\n", kind, target, names[i], size);
+    assert_int_equal(entry(data, size), 0);
+    free(data);
+    free(names[i]);
+  }
+  free(names);
+  return count;
+}
+
+static void replay(const char *target, fuzz_entry entry) {
+  size_t seeds = replay_folder("corpus", target, entry);
+  replay_folder("regressions", target, entry);
+  /* The seeds are part of the tree: an empty corpus means a wrong path. */
+  assert_true(seeds > 0);
+}
+
+static void test_safetensors(void **state) {
+  (void)state;
+  replay("safetensors", fuzz_safetensors_one_input);
+}
+
+static void test_npy(void **state) {
+  (void)state;
+  replay("npy", fuzz_npy_one_input);
+}
+
+static void test_cli(void **state) {
+  (void)state;
+  replay("cli", fuzz_cli_one_input);
+}
+
+static void test_generate(void **state) {
+  (void)state;
+  replay("generate", fuzz_generate_one_input);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_safetensors),
+      cmocka_unit_test(test_npy),
+      cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_generate),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
