@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const solver_names[] = {"euler"};
+static const char *const solver_names[] = {"euler", "midpoint", "heun", "rk4"};
 static const char *const precision_names[] = {"fp32"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -70,8 +70,12 @@ typedef struct flowgen_error {
 
 /* ---- the model's shape -------------------------------------------------- */
 
+/* Explicit Runge-Kutta schemes; step k covers [k/S, (k+1)/S], dt = 1/S. */
 typedef enum flowgen_solver {
-  FLOWGEN_SOLVER_EULER = 0,  /* t_k = (k + 0.5) / S, the PyTorch contract */
+  FLOWGEN_SOLVER_EULER = 0,  /* one velocity at t = (k + 0.5)/S: the PyTorch contract */
+  FLOWGEN_SOLVER_MIDPOINT,   /* x + dt v(x + dt/2 v(x, t), t + dt/2), t = k/S */
+  FLOWGEN_SOLVER_HEUN,       /* x + dt/2 (v(x, t) + v(x + dt v(x, t), t + dt)) */
+  FLOWGEN_SOLVER_RK4,        /* classic 4 stages at t, t + dt/2, t + dt/2, t + dt */
 } flowgen_solver;
 
 typedef enum flowgen_precision {

@@ -21,6 +21,22 @@ typedef struct reference_job {
 
 static double silu(double v) { return v / (1.0 + exp(-v)); }
 
+/* An explicit Runge-Kutta scheme whose stage i starts from
+ * x + dt a[i] k[i-1] (every scheme here has only the subdiagonal) at time
+ * (k + c[i]) / S, and whose step is x + dt sum b[i] k[i]. */
+typedef struct tableau {
+  int stages;
+  double c[4], a[4], b[4];
+} tableau;
+
+static const tableau tableaus[] = {
+    [FLOWGEN_SOLVER_EULER] = {1, {0.5}, {0}, {1}},
+    [FLOWGEN_SOLVER_MIDPOINT] = {2, {0, 0.5}, {0, 0.5}, {0, 1}},
+    [FLOWGEN_SOLVER_HEUN] = {2, {0, 1}, {0, 1}, {0.5, 0.5}},
+    [FLOWGEN_SOLVER_RK4] = {4, {0, 0.5, 0.5, 1}, {0, 0.5, 0.5, 1},
+                            {1.0 / 6, 1.0 / 3, 1.0 / 3, 1.0 / 6}},
+};
+
 /* out[j] = b[j] + sum_i w[j * in_stride + i] * in[i], for j < outputs. */
 static void dense(const double *w, const float *b, const double *in,
                   int inputs, int in_stride, int outputs, double *out) {
@@ -32,26 +48,43 @@ static void dense(const double *w, const float *b, const double *in,
   }
 }
 
+/* v = velocity(x, t) */
+static void velocity(const reference_job *job, const double *x, double t,
+                     double *h1, double *h2, double *v) {
+  const int D = job->w->dim, H = job->w->hidden;
+  /* W1 acts on [x, t]: the t column is W1[:, D]. */
+  dense(job->w1, job->w->b1, x, D, D + 1, H, h1);
+  for (int j = 0; j < H; ++j)
+    h1[j] = silu(h1[j] + job->w1[(size_t)j * (D + 1) + D] * t);
+  dense(job->w2, job->w->b2, h1, H, H, H, h2);
+  for (int j = 0; j < H; ++j) h2[j] = silu(h2[j]);
+  dense(job->w3, job->w->b3, h2, H, H, D, v);
+}
+
 static void *run_rows(void *arg) {
   reference_job *job = arg;
   const int D = job->w->dim, H = job->w->hidden, S = job->spec->steps;
-  double *h1 = malloc(sizeof(double) * (size_t)H * 2 + sizeof(double) * (size_t)D);
+  const tableau *tb = &tableaus[job->spec->solver];
+  /* h1, h2 (H each); v, y, sum (D each) */
+  double *h1 = malloc(sizeof(double) * ((size_t)H * 2 + (size_t)D * 3));
   if (!h1) return (void *)1;
-  double *h2 = h1 + H, *v = h2 + H;
+  double *h2 = h1 + H, *v = h2 + H, *y = v + D, *sum = y + D;
   const double dt = 1.0 / S;
   for (int64_t r = job->first; r < job->first + job->count; ++r) {
     double *x = job->x + r * D;
     for (int c = 0; c < D; ++c) x[c] = job->x0[r * D + c];
     for (int k = 0; k < S; ++k) {
-      const double t = (k + 0.5) / S;
-      /* W1 acts on [x, t]: the t column is W1[:, D]. */
-      dense(job->w1, job->w->b1, x, D, D + 1, H, h1);
-      for (int j = 0; j < H; ++j)
-        h1[j] = silu(h1[j] + job->w1[(size_t)j * (D + 1) + D] * t);
-      dense(job->w2, job->w->b2, h1, H, H, H, h2);
-      for (int j = 0; j < H; ++j) h2[j] = silu(h2[j]);
-      dense(job->w3, job->w->b3, h2, H, H, D, v);
-      for (int c = 0; c < D; ++c) x[c] += dt * v[c];
+      for (int c = 0; c < D; ++c) {
+        y[c] = x[c];
+        sum[c] = 0.0;
+      }
+      for (int i = 0; i < tb->stages; ++i) {
+        if (i > 0)
+          for (int c = 0; c < D; ++c) y[c] = x[c] + dt * tb->a[i] * v[c];
+        velocity(job, y, (k + tb->c[i]) / S, h1, h2, v);
+        for (int c = 0; c < D; ++c) sum[c] += tb->b[i] * v[c];
+      }
+      for (int c = 0; c < D; ++c) x[c] += dt * sum[c];
     }
   }
   free(h1);

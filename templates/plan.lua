@@ -11,6 +11,18 @@ local function pow2_floor(x)
   return p
 end
 
+-- Explicit Runge-Kutta schemes (Butcher tableaus with only a subdiagonal):
+-- stage i evaluates the velocity at x + dt a[i] k[i-1], time (k + c[i]) / S,
+-- and the step is x + dt sum b[i] k[i].  Euler is one stage at the midpoint
+-- time, the PyTorch contract.
+local solvers = {
+  euler = {name = "euler", c = {0.5}, a = {0}, b = {1}},
+  midpoint = {name = "midpoint", c = {0, 0.5}, a = {0, 0.5}, b = {0, 1}},
+  heun = {name = "heun", c = {0, 1}, a = {0, 1}, b = {0.5, 0.5}},
+  rk4 = {name = "rk4", c = {0, 0.5, 0.5, 1}, a = {0, 0.5, 0.5, 1},
+         b = {1 / 6, 1 / 3, 1 / 3, 1 / 6}},
+}
+
 -- Largest dynamic shared memory a block may opt in to, by compute capability.
 local function shared_limit(arch)
   if arch >= 90 then return 227 * 1024 end
@@ -84,7 +96,10 @@ local function tiled(spec, params_floats, max_rows, suffix)
   local function bytes(rows, chunk, width)
     local cols = 0
     for _, l in ipairs(layers(rows, width)) do cols = math.max(cols, l.cols) end
-    return 4 * (2 * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk), cols
+    -- multi-stage solvers keep a stage input and a weighted sum per sample
+    local stage_floats = #solvers[spec.solver].c > 1 and rows * 2 * x_stride + 2 * chunk or 0
+    return 4 * (2 * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk
+                + stage_floats), cols
   end
   -- The most samples per block (up to max_rows), then the deepest tile,
   -- then the widest register tiles that fit.
@@ -170,9 +185,8 @@ return function(spec)
   if spec.precision ~= "fp32" then
     refuse("precision " .. spec.precision .. " has no strategy yet")
   end
-  if spec.solver ~= "euler" then
-    refuse("solver " .. spec.solver .. " has no template yet")
-  end
+  local solver = solvers[spec.solver]
+  if not solver then refuse("solver " .. spec.solver .. " has no tableau") end
   -- spec.tune: planner overrides from FLOWGEN_TUNE ("cluster=16,rows=1:4"),
   -- for experiments and benchmarks.
   local tune = spec.tune
@@ -220,6 +234,7 @@ return function(spec)
   variants[#variants + 1] = many
   return {
     template = "file.cut",
+    solver = solver,
     params = segments,
     params_floats = params_floats,
     variants = variants,

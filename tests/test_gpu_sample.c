@@ -132,6 +132,32 @@ static void test_matches_reference(void **state) {
   }
 }
 
+/* Midpoint, Heun and RK4, every strategy (small and large batches). */
+static void test_solvers_match_reference(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_MIDPOINT, FLOWGEN_SOLVER_HEUN,
+                                           FLOWGEN_SOLVER_RK4};
+  static const int64_t batches[] = {1, 33, 1000, 5000};
+  uint64_t seed = fg_test_seed();
+  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
+    flowgen_spec spec = make_spec(64, 256, 8);
+    spec.solver = solvers[i];
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
+    flowrt_sampler *s = NULL;
+    flowgen_error err;
+    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+      double e = check_sampler(s, &spec, w, batches[b], 500, seed + b);
+      printf("# %s B=%lld relerr=%.3e\n", flowgen_solver_name(spec.solver),
+             (long long)batches[b], e);
+      assert_true(e <= 1e-6);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+}
+
 static void test_zero_batch_and_aliasing(void **state) {
   FG_SKIP_WITHOUT_GPU();
   gpu_fixture *f = *state;
@@ -255,6 +281,7 @@ static void test_two_samplers_and_cache(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_reference),
+      cmocka_unit_test(test_solvers_match_reference),
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_two_samplers_and_cache),

@@ -217,6 +217,19 @@ static void test_default_compile_time(void **state) {
              seconds);
 }
 
+/* Every solver's kernels (all variants) compile clean. */
+static void test_solvers_compile(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_MIDPOINT, FLOWGEN_SOLVER_HEUN,
+                                           FLOWGEN_SOLVER_RK4};
+  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
+    flowgen_spec spec = fg_test_spec(16, 64, 4, 90);
+    spec.solver = solvers[i];
+    compile_clean(&spec, false);
+  }
+}
+
 static void test_ptx_target(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -341,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_sm80),
       cmocka_unit_test(test_host_launcher_compiles),
       cmocka_unit_test(test_default_compile_time),
+      cmocka_unit_test(test_solvers_compile),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),

@@ -114,7 +114,11 @@ static const set_case set_cases[] = {
     {"steps", "32steps", FLOWGEN_INVALID, "--steps: '32steps' is not", 0},
     /* choices */
     {"solver", "euler", FLOWGEN_OK, NULL, FLOWGEN_SOLVER_EULER},
-    {"solver", "rk9", FLOWGEN_INVALID, "--solver: unknown value 'rk9' (accepted: euler)", 0},
+    {"solver", "midpoint", FLOWGEN_OK, NULL, FLOWGEN_SOLVER_MIDPOINT},
+    {"solver", "heun", FLOWGEN_OK, NULL, FLOWGEN_SOLVER_HEUN},
+    {"solver", "rk4", FLOWGEN_OK, NULL, FLOWGEN_SOLVER_RK4},
+    {"solver", "rk9", FLOWGEN_INVALID,
+     "--solver: unknown value 'rk9' (accepted: euler, midpoint, heun, rk4)", 0},
     {"solver", "Euler", FLOWGEN_INVALID, "--solver: unknown value 'Euler'", 0},
     {"solver", "", FLOWGEN_INVALID, "--solver", 0},
     {"precision", "fp32", FLOWGEN_OK, NULL, FLOWGEN_PRECISION_FP32},
@@ -290,7 +294,7 @@ static void hidden_4097(flowgen_spec *s) { s->hidden = 4097; }
 static void steps_0(flowgen_spec *s) { s->steps = 0; }
 static void steps_10000(flowgen_spec *s) { s->steps = 10000; }
 static void steps_10001(flowgen_spec *s) { s->steps = 10001; }
-static void solver_bad(flowgen_spec *s) { s->solver = (flowgen_solver)3; }
+static void solver_bad(flowgen_spec *s) { s->solver = (flowgen_solver)4; }
 static void solver_neg(flowgen_spec *s) { s->solver = (flowgen_solver)-1; }
 static void precision_bad(flowgen_spec *s) { s->precision = (flowgen_precision)9; }
 static void arch_70(flowgen_spec *s) { s->arch = 70; }
@@ -316,7 +320,7 @@ static const validate_case validate_cases[] = {
     {"steps 0", steps_0, FLOWGEN_INVALID, "steps: 0 is out of range (accepted: 1 to 10000)"},
     {"steps 10000", steps_10000, FLOWGEN_OK, NULL},
     {"steps 10001", steps_10001, FLOWGEN_INVALID, "steps: 10001"},
-    {"solver 3", solver_bad, FLOWGEN_INVALID, "solver: unknown value 3"},
+    {"solver 3", solver_bad, FLOWGEN_INVALID, "solver: unknown value 4"},
     {"solver -1", solver_neg, FLOWGEN_INVALID, "solver"},
     {"precision 9", precision_bad, FLOWGEN_INVALID, "precision: unknown value 9"},
     {"arch 70", arch_70, FLOWGEN_INVALID, "arch: sm_70 is not supported"},
