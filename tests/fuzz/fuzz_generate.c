@@ -122,6 +122,49 @@ static bool same_variant(const flowgen_variant *a, const flowgen_variant *b) {
 
 static bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* The number after the first `label` in line (strtoll: saturates, no UB);
+ * false if label is not there. */
+static bool number_after(const char *line, const char *label, long long *out) {
+  const char *p = strstr(line, label);
+  if (!p) return false;
+  *out = strtoll(p + strlen(label), NULL, 10);
+  return true;
+}
+
+/* The source states each variant's launch configuration in its opening
+ * comment (file.cut):
+ *   //   <symbol>(x0, x, batch, params)
+ *   //     batch A to B: [clusters of N blocks, ]grid ceil(batch / R)..., block T, S bytes ...
+ * and the library's values must be those the kernel was rendered for.  A
+ * source whose comment reads otherwise (a reworded template) is not checked. */
+static void check_comment(const char *source, const flowgen_variant *v) {
+  char head[FLOWGEN_NAME_MAX + 256], line[512];
+  snprintf(head, sizeof head, "//   %s(x0, x, batch, params)\n//     batch ",
+           v->symbol);
+  const char *p = strstr(source, head);
+  if (!p) return;
+  p += strlen(head) - strlen("batch ");
+  size_t len = strcspn(p, "\n");
+  if (len >= sizeof line) return;
+  memcpy(line, p, len);
+  line[len] = '\0';
+  long long min, max = -1, rows, blocks = 1;
+  const char *block = strstr(line, ", block ");
+  if (!number_after(line, "batch ", &min) ||
+      (!strstr(line, " and up:") && !number_after(line, " to ", &max)) ||
+      !number_after(line, "grid ceil(batch / ", &rows) || !block)
+    return;
+  char *end;
+  long long threads = strtoll(block + strlen(", block "), &end, 10);
+  if (strncmp(end, ", ", 2) != 0) return;
+  long long shared = strtoll(end + 2, NULL, 10);
+  number_after(line, "clusters of ", &blocks);
+  FUZZ_CHECK(min == v->min_batch && max == v->max_batch);
+  FUZZ_CHECK(rows == v->rows_per_block && blocks == v->cluster_blocks);
+  FUZZ_CHECK(threads == v->block_threads);
+  FUZZ_CHECK(shared == (long long)v->shared_bytes);
+}
+
 static void check_variants(const flowgen_kernel *k, const flowgen_spec *spec) {
   const char *source = flowgen_kernel_source(k);
   int n = flowgen_kernel_variant_count(k);
@@ -137,6 +180,7 @@ static void check_variants(const flowgen_kernel *k, const flowgen_spec *spec) {
     FUZZ_CHECK(strncmp(v->symbol, symbol, strlen(symbol)) == 0);
     FUZZ_CHECK(strstr(source, v->symbol) != NULL);
     FUZZ_CHECK(strstr(source, v->pack_symbol) != NULL);
+    check_comment(source, v);
     FUZZ_CHECK(v->min_batch == next);
     FUZZ_CHECK((v->max_batch == -1) == (i == n - 1));
     if (i < n - 1) {
