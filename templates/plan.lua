@@ -169,13 +169,25 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   }
 end
 
+-- A --tune number: a whole number from 0 to TUNE_MAX, so that the batch
+-- ranges and shared-memory sizes computed from it cannot overflow.
+local TUNE_MAX = 1 << 20
+local function tune_number(key, text)
+  local v = math.tointeger(tonumber(text))
+  if not v or v < 0 or v > TUNE_MAX then
+    refuse(string.format("tune: %s=%s is not a whole number from 0 to %d",
+      key, text, TUNE_MAX))
+  end
+  return v
+end
+
 -- "1:4" -> {1, 4}
-local function list_of_ints(text, default)
+local function list_of_ints(key, text, default)
   if not text then return default end
   local out, start = {}, 1
   while start <= #text do
     local stop = (string.find(text, ":", start) or (#text + 1))
-    out[#out + 1] = math.tointeger(tonumber(string.sub(text, start, stop - 1)))
+    out[#out + 1] = tune_number(key, string.sub(text, start, stop - 1))
     start = stop + 1
   end
   return out
@@ -196,18 +208,15 @@ return function(spec)
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
   -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
   -- 32 take two; of 8 blocks, 8 clusters).
-  local blocks = math.tointeger(tonumber(tune.cluster or "4"))
-  if not blocks then
-    refuse("tune: cluster=" .. tune.cluster .. " is not a whole number")
-  end
+  local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
-  local clusters_at_once = math.tointeger(tonumber(tune.clusters or "0"))
-  if not clusters_at_once or clusters_at_once < 1 then
+  local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
+  if clusters_at_once < 1 then
     clusters_at_once = at_once[blocks] or 4
   end
   local covered = 0
   if tune.strategy ~= "tiled" then
-    for _, rows in ipairs(list_of_ints(tune.rows, {1, 2, 3})) do
+    for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3})) do
       local limit = rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit)
       if v and limit > covered then
