@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <lauxlib.h>
+#include <limits.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +52,18 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
 
 /* ---- variants (plain tables, checked by the engine) -------------------- */
 
-static lua_Integer raw_int(lua_State *L, const char *field) {
+/* An integer field of the variant on top, checked against [lo, hi] before
+ * it is narrowed to its C type: out of range, *ok becomes false. */
+static lua_Integer raw_int(lua_State *L, const char *field, lua_Integer lo,
+                           lua_Integer hi, bool *ok) {
   lua_pushstring(L, field);
   lua_rawget(L, -2);
   lua_Integer v = lua_tointeger(L, -1);
   lua_pop(L, 1);
+  if (v < lo || v > hi) {
+    *ok = false;
+    return lo;
+  }
   return v;
 }
 
@@ -82,20 +90,19 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
     v->strategy = raw_strdup(L, "strategy");
     v->symbol = raw_strdup(L, "symbol");
     v->pack_symbol = raw_strdup(L, "pack_symbol");
-    v->min_batch = raw_int(L, "min_batch");
-    v->max_batch = raw_int(L, "max_batch");
-    v->block_threads = (int)raw_int(L, "block_threads");
-    v->rows_per_block = (int)raw_int(L, "rows_per_block");
-    v->cluster_blocks = (int)raw_int(L, "cluster_blocks");
-    v->shared_bytes = (size_t)raw_int(L, "shared_bytes");
-    v->params_bytes = (size_t)raw_int(L, "params_bytes");
-    v->pack_threads = (int)raw_int(L, "pack_threads");
+    bool ok = true;
+    v->min_batch = raw_int(L, "min_batch", 0, LUA_MAXINTEGER, &ok);
+    v->max_batch = raw_int(L, "max_batch", -1, LUA_MAXINTEGER, &ok);
+    v->block_threads = (int)raw_int(L, "block_threads", 1, 1024, &ok);
+    v->rows_per_block = (int)raw_int(L, "rows_per_block", 1, INT_MAX, &ok);
+    v->cluster_blocks = (int)raw_int(L, "cluster_blocks", 1, INT_MAX, &ok);
+    v->shared_bytes = (size_t)raw_int(L, "shared_bytes", 0, INT_MAX, &ok);
+    v->params_bytes = (size_t)raw_int(L, "params_bytes", 0, LUA_MAXINTEGER, &ok);
+    v->pack_threads = (int)raw_int(L, "pack_threads", 1, 1024, &ok);
     lua_pop(L, 1);
     if (!v->strategy || !v->symbol || !v->pack_symbol)
       return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-    if (v->block_threads < 1 || v->block_threads > 1024 ||
-        v->rows_per_block < 1 || v->cluster_blocks < 1 ||
-        v->pack_threads < 1 || v->pack_threads > 1024 || v->min_batch < 0)
+    if (!ok)
       return fg_fail(err, FLOWGEN_TEMPLATE,
                      "plan.lua: variants[%d] has an impossible launch "
                      "configuration",

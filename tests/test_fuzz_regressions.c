@@ -92,12 +92,65 @@ static void test_generate(void **state) {
   replay("generate", fuzz_generate_one_input);
 }
 
+/* Found while fuzzing generation: --tune rows=36028797018963969 made the
+ * planner return rows_per_block = 2^55 + 1, which the library narrowed to
+ * int (1) after its range checks.  plan.lua bounds --tune now; here a plan
+ * returns out-of-range launch values directly, and each must be refused,
+ * not narrowed. */
+static void test_launch_values_out_of_range(void **state) {
+  (void)state;
+  static const char *const overrides[] = {
+      "rows_per_block = (1 << 32) + 32", "block_threads = (1 << 32) + 256",
+      "shared_bytes = -1", "shared_bytes = 1 << 40", "max_batch = -2",
+      "cluster_blocks = 1 << 33"};
+  char *dir = fg_test_mkdtemp();
+  fg_test_copy_templates(dir);
+  char path[FG_TEST_PATH_SIZE];
+  fg_test_path_join(path, dir, "plan.lua");
+  char *plan = fg_test_read_file(path, NULL);
+  assert_non_null(plan);
+  /* plan.lua ends "return function(spec) ... end": wrap that planner. */
+  char *entry = strstr(plan, "\nreturn function(spec)");
+  assert_non_null(entry);
+  for (size_t i = 0; i < sizeof overrides / sizeof *overrides; ++i) {
+    size_t size = strlen(plan) + 512;
+    char *text = malloc(size);
+    assert_non_null(text);
+    snprintf(text, size,
+             "%.*s\nlocal planner = function(spec)%s\n"
+             "return function(spec)\n"
+             "  local plan = planner(spec)\n"
+             "  plan.variants[#plan.variants].%s\n"
+             "  return plan\n"
+             "end\n",
+             (int)(entry - plan), plan,
+             entry + strlen("\nreturn function(spec)"), overrides[i]);
+    fg_test_write_template(dir, "plan.lua", text);
+    free(text);
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    flowgen_options opts = {0};
+    opts.template_dir = dir;
+    flowgen_kernel *k = NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    flowgen_status s = flowgen_generate(&spec, &opts, &k, &err);
+    if (s != FLOWGEN_TEMPLATE || !strstr(err.message, "impossible launch"))
+      fail_msg("%s: status %s, '%s'", overrides[i], flowgen_status_name(s),
+               err.message);
+    assert_null(k);
+  }
+  free(plan);
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_safetensors),
       cmocka_unit_test(test_npy),
       cmocka_unit_test(test_cli),
       cmocka_unit_test(test_generate),
+      cmocka_unit_test(test_launch_values_out_of_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
