@@ -113,13 +113,31 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
 
 /* ---- generate -------------------------------------------------------------- */
 
+typedef struct engine_call {
+  fg_sandbox *sb;
+  const flowgen_spec *spec;
+  const flowgen_options *opts;
+} engine_call;
+
+/* engine.generate(spec) -> ok, source or message, variants or refused.
+ * Called through lua_pcall: building the spec table allocates, and an
+ * allocation failure outside protected mode would be a panic. */
+static int call_engine(lua_State *L) {
+  const engine_call *c = lua_touserdata(L, 1);
+  fg_sandbox_push_engine(c->sb);
+  lua_getfield(L, -1, "generate");
+  push_spec(L, c->spec, c->opts);
+  lua_call(L, 1, 3);
+  return 3;
+}
+
 static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
                                  const flowgen_options *opts,
                                  flowgen_kernel *k, flowgen_error *err) {
   lua_State *L = fg_sandbox_state(sb);
-  fg_sandbox_push_engine(sb);
-  lua_getfield(L, -1, "generate");
-  push_spec(L, spec, opts);
+  engine_call call = {sb, spec, opts};
+  lua_pushcfunction(L, call_engine);
+  lua_pushlightuserdata(L, &call);
   if (lua_pcall(L, 1, 3, 0) != LUA_OK)
     return fg_sandbox_failure(sb, lua_tostring(L, -1), err);
   if (!lua_toboolean(L, -3)) {

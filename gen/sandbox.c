@@ -18,6 +18,7 @@ struct fg_sandbox {
   size_t used, memory_limit;
   uint64_t instructions, instruction_limit;
   bool memory_exceeded, instructions_exceeded;
+  bool out_of_memory;       /* the C allocator refused (not the cap) */
   char limit_message[512];  /* where the instruction limit was first hit */
   char *template_dir;
   int engine_ref;
@@ -37,6 +38,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   void *p = realloc(ptr, nsize);
   if (p) sb->used = sb->used - old + nsize;
+  else sb->out_of_memory = true;
   return p;
 }
 
@@ -149,9 +151,12 @@ static const fg_embedded_file *engine_file(void) {
   return NULL;
 }
 
-/* Runs engine.lua with read_template as its argument; keeps its table. */
+/* Opens the libraries, then runs engine.lua with read_template as its
+ * argument and keeps its table.  In protected mode: an allocation failure
+ * is an error, not a panic. */
 static int load_engine(lua_State *L) {
   fg_sandbox *sb = lua_touserdata(L, 1);
+  open_safe_libs(L);
   const fg_embedded_file *f = engine_file();
   if (!f) return luaL_error(L, "engine.lua is not built in");
   if (luaL_loadbufferx(L, (const char *)f->data, f->size, "@gen/engine.lua",
@@ -184,12 +189,15 @@ flowgen_status fg_sandbox_open(const char *template_dir,
   }
   lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD);
   lua_State *L = sb->L;
-  open_safe_libs(L);
   lua_pushcfunction(L, load_engine);
   lua_pushlightuserdata(L, sb);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    flowgen_status st = fg_fail(err, FLOWGEN_INTERNAL, "template engine: %s",
-                                lua_tostring(L, -1));
+    const char *message = lua_tostring(L, -1);
+    flowgen_status st =
+        sb->out_of_memory
+            ? fg_fail(err, FLOWGEN_NOMEM, "out of memory starting the template engine")
+            : fg_fail(err, FLOWGEN_INTERNAL, "template engine: %s",
+                      message ? message : "error object is not a string");
     fg_sandbox_close(sb);
     return st;
   }
@@ -218,5 +226,10 @@ flowgen_status fg_sandbox_failure(fg_sandbox *sb, const char *message,
     return fg_fail(err, FLOWGEN_LIMIT,
                    "template exceeded the memory limit (%zu MiB): %s",
                    sb->memory_limit >> 20, message);
+  /* Lua's own message for a failed allocation, possibly with a template
+   * location in front; the flag tells it from a template's error() call. */
+  if (sb->out_of_memory && message && strstr(message, "not enough memory"))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory rendering the templates: %s",
+                   message);
   return fg_fail(err, FLOWGEN_TEMPLATE, "%s", message);
 }

@@ -25,7 +25,8 @@ FG_HIDDEN lua_State *fg_sandbox_state(fg_sandbox *sb);
 /* Pushes the engine table. */
 FG_HIDDEN void fg_sandbox_push_engine(fg_sandbox *sb);
 /* Reports a failed run: LIMIT (with where the cap was hit) when a cap was
- * hit, else TEMPLATE with message. */
+ * hit, NOMEM when message is Lua's out-of-memory error after the allocator
+ * failed, else TEMPLATE with message. */
 FG_HIDDEN flowgen_status fg_sandbox_failure(fg_sandbox *sb,
                                             const char *message,
                                             flowgen_error *err);
