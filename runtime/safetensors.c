@@ -3,6 +3,7 @@
 #include "safetensors.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,11 +309,82 @@ static flowgen_status locate_header(const unsigned char *image, size_t size,
   return FLOWGEN_OK;
 }
 
+/* ---- JSON under memory pressure ----------------------------------------- */
+
+/* jansson (2.14 and older) does not check one allocation: the growth of its
+ * lexer's token buffer (akheron/jansson#362).  When that fails the token is
+ * cut short and the lexer reads and writes past its buffer, or fails an
+ * assert; other failed allocations come back as syntax errors, or as no
+ * error at all.  So during a parse jansson's allocations go through a hook
+ * (installed once, around whatever allocator jansson had): a failed one is
+ * served from a reserve taken before the parse (large enough for the
+ * token buffer: twice the header) and marks the parse, the input is fed one
+ * byte at a time and ends at once after the mark (no token is saved after
+ * it), and a marked parse is refused as out of memory, whatever it gave. */
+typedef struct json_guard {
+  const unsigned char *text;
+  size_t size, fed;
+  unsigned char *reserve;
+  size_t reserve_size, reserve_used;
+  bool out_of_memory;
+} json_guard;
+
+static json_malloc_t json_next_malloc;
+static json_free_t json_next_free;
+static _Thread_local json_guard *json_parsing;
+static pthread_once_t json_hook_once = PTHREAD_ONCE_INIT;
+
+static void *json_malloc_hook(size_t size) {
+  void *p = json_next_malloc(size);
+  json_guard *g = json_parsing;
+  if (p || !g) return p;
+  g->out_of_memory = true;
+  size_t rounded = (size + 15) & ~(size_t)15;
+  if (rounded < size || rounded > g->reserve_size - g->reserve_used) return NULL;
+  p = g->reserve + g->reserve_used;
+  g->reserve_used += rounded;
+  return p;
+}
+
+static void json_free_hook(void *p) {
+  json_guard *g = json_parsing;
+  if (g && (unsigned char *)p >= g->reserve &&
+      (unsigned char *)p < g->reserve + g->reserve_size)
+    return; /* the reserve goes as a whole */
+  json_next_free(p);
+}
+
+static void install_json_hook(void) {
+  json_get_alloc_funcs(&json_next_malloc, &json_next_free);
+  json_set_alloc_funcs(json_malloc_hook, json_free_hook);
+}
+
+static size_t json_feed(void *buffer, size_t size, void *data) {
+  json_guard *g = data;
+  if (g->out_of_memory || g->fed == g->size || size == 0) return 0;
+  *(unsigned char *)buffer = g->text[g->fed++];
+  return 1;
+}
+
 static flowgen_status load_json(const unsigned char *text, size_t size,
                                 const char *name, json_t **root,
                                 flowgen_error *err) {
+  *root = NULL;
+  json_guard guard = {.text = text, .size = size, .reserve_size = 2 * size + 4096};
+  if (!(guard.reserve = malloc(guard.reserve_size)))
+    return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory reading the header", name);
+  pthread_once(&json_hook_once, install_json_hook);
   json_error_t jerr;
-  *root = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, &jerr);
+  json_parsing = &guard;
+  *root = json_load_callback(json_feed, &guard, JSON_REJECT_DUPLICATES, &jerr);
+  if (guard.out_of_memory) {
+    json_decref(*root);
+    *root = NULL;
+  }
+  json_parsing = NULL;
+  free(guard.reserve);
+  if (guard.out_of_memory || (!*root && json_error_code(&jerr) == json_error_out_of_memory))
+    return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory reading the header", name);
   if (!*root)
     return fg_fail(err, FLOWGEN_WEIGHTS,
                    "%s: header is not valid JSON: %s (line %d, column %d)", name,
