@@ -117,10 +117,14 @@ static const fg_nvrtc_api *load_nvrtc(flowgen_error *err) {
     return NULL;
   }
   int *archs = NULL;
-  if (api.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS ||
-      api.nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0 ||
-      !(archs = calloc((size_t)count, sizeof *archs)) ||
-      api.nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS) {
+  bool reported = api.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS &&
+                  api.nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0;
+  if (reported && !(archs = calloc((size_t)count, sizeof *archs))) {
+    fg_fail(err, FLOWGEN_NOMEM, "out of memory loading NVRTC");
+    dlclose(h);
+    return NULL;
+  }
+  if (!reported || api.nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS) {
     free(archs);
     fg_fail(err, FLOWGEN_NO_NVRTC, "NVRTC does not report its version or targets");
     dlclose(h);
