@@ -147,7 +147,8 @@ typedef struct flowrt_cache_entry {
 } flowrt_cache_entry;
 
 typedef void (*flowrt_cache_visit_fn)(void *ctx, const flowrt_cache_entry *e);
-/* Visits every entry of dir (NULL = the folder in effect), sorted by name. */
+/* Visits every entry of dir (NULL = the folder in effect), sorted by name;
+ * one that cannot be read is visited as invalid. */
 flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
                                  void *ctx, flowgen_error *err);
 /* Removes every cache entry (and stale temporary file) from dir. */

@@ -529,19 +529,26 @@ static flowgen_status list_files(const char *dir, bool (*keep)(const char *),
   return status;
 }
 
-/* An entry that cannot be opened or read is listed as invalid. */
-static void visit_entry(const char *dir, const char *name,
-                        flowrt_cache_visit_fn visit, void *ctx) {
+/* An entry that cannot be opened or read is listed as invalid; running out
+ * of memory reading it ends the listing. */
+static flowgen_status visit_entry(const char *dir, const char *name,
+                                  flowrt_cache_visit_fn visit, void *ctx,
+                                  flowgen_error *err) {
   char path[PATH_MAX];
-  if (join_path(path, sizeof path, dir, name, NULL) != FLOWGEN_OK) return;
+  if (join_path(path, sizeof path, dir, name, NULL) != FLOWGEN_OK) return FLOWGEN_OK;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) return; /* removed since it was listed */
+  if (fd < 0 && errno == ENOENT) return FLOWGEN_OK; /* removed since it was listed */
   entry e = {0};
   const char *problem = "cannot be read";
   if (fd >= 0) {
-    if (read_entry(fd, path, NULL, false, &e, &problem, NULL) != FLOWGEN_OK)
-      problem = "cannot be read";
+    flowgen_error read_err;
+    flowgen_status status = read_entry(fd, path, NULL, false, &e, &problem, &read_err);
     close(fd);
+    if (status == FLOWGEN_NOMEM) {
+      entry_free(&e);
+      return fg_fail(err, FLOWGEN_NOMEM, "%s", read_err.message);
+    }
+    if (status != FLOWGEN_OK) problem = "cannot be read";
   }
   char expected_name[FG_CACHE_FILE_NAME_SIZE] = "";
   if (!problem) fg_cache_file_name(e.key, expected_name);
@@ -553,6 +560,7 @@ static void visit_entry(const char *dir, const char *name,
   };
   visit(ctx, &listed);
   entry_free(&e);
+  return FLOWGEN_OK;
 }
 
 flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
@@ -565,10 +573,10 @@ flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
   if (status == FLOWGEN_OK)
     status = list_files(folder, is_entry_name, &names, err);
   if (status != FLOWGEN_OK) return status;
-  for (size_t i = 0; i < names.count; ++i)
-    visit_entry(folder, names.names[i], visit, ctx);
+  for (size_t i = 0; i < names.count && status == FLOWGEN_OK; ++i)
+    status = visit_entry(folder, names.names[i], visit, ctx, err);
   name_list_free(&names);
-  return FLOWGEN_OK;
+  return status;
 }
 
 static bool is_stale(const char *path, time_t now) {
