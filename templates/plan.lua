@@ -25,7 +25,8 @@ local solvers = {
 
 -- Largest dynamic shared memory a block may opt in to, by compute capability.
 local function shared_limit(arch)
-  if arch >= 90 then return 227 * 1024 end
+  if arch >= 120 then return 99 * 1024 end  -- consumer Blackwell (sm_120, sm_121)
+  if arch >= 90 then return 227 * 1024 end  -- Hopper, data-centre Blackwell
   if arch == 80 or arch == 87 then return 163 * 1024 end
   if arch >= 80 then return 99 * 1024 end
   return 64 * 1024
