@@ -3,10 +3,12 @@
 
 #include "disk_cache.h"
 #include "flowrt.h"
+#include "module_cache.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -665,6 +667,384 @@ static void test_list_and_clear_default_and_missing_folder(void **state) {
   assert_miss(cache, "alpha");
 }
 
+/* ---- failing file operations ---------------------------------------- */
+
+/* The write fails in the header, in the key and in the payload: each time
+ * FLOWGEN_IO naming the temporary file and EFBIG, the old entry untouched,
+ * no temporary file, and the next put works. */
+static void test_disk_full_at_every_stage(void **state) {
+  const char *dir = *state;
+  put_pattern(dir, sample_key, 100, 1);
+  const rlim_t limits[] = {0, 8, FG_CACHE_HEADER_SIZE + 5,
+                           FG_CACHE_HEADER_SIZE + 100, 60000};
+  unsigned char big[64 * 1024];
+  fill_pattern(big, sizeof big, 2);
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; ++i) {
+    struct rlimit saved, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    small = saved;
+    small.rlim_cur = limits[i];
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    flowgen_error err;
+    flowgen_status status = fg_cache_put(dir, sample_key, big, sizeof big, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    signal(SIGXFSZ, old_handler);
+    assert_int_equal(status, FLOWGEN_IO);
+    if (!strstr(err.message, FG_CACHE_TEMP_PREFIX) || !strstr(err.message, strerror(EFBIG)))
+      fail_msg("limit %zu: unexpected message: %s", (size_t)limits[i], err.message);
+    assert_hit_pattern(dir, sample_key, 100, 1);
+    assert_int_equal(count_files(dir, NULL, NULL), 1);
+  }
+  put_ok(dir, sample_key, big, sizeof big);
+  assert_hit(dir, sample_key, big, sizeof big);
+}
+
+/* A folder where the entry should be: the rename fails, and nothing else
+ * changes; the folder is not an entry (get: invalid; list and clear skip
+ * it). */
+static void test_failed_rename(void **state) {
+  const char *dir = *state;
+  char path[PATH_SIZE], inside[PATH_SIZE];
+  entry_file(path, dir, sample_key);
+  fg_test_path_join(inside, path, "keep");
+  assert_int_equal(mkdir(path, 0700), 0);
+  fg_test_write_file(inside, "x", 1);
+  unsigned char payload[500];
+  fill_pattern(payload, sizeof payload, 3);
+  flowgen_error err;
+  assert_int_equal(fg_cache_put(dir, sample_key, payload, sizeof payload, &err), FLOWGEN_IO);
+  if (!strstr(err.message, "cannot rename") || !strstr(err.message, path) ||
+      !strstr(err.message, strerror(EISDIR)))
+    fail_msg("unexpected message: %s", err.message);
+  assert_int_equal(count_files(dir, FG_CACHE_TEMP_PREFIX, NULL), 0);
+  assert_int_equal(count_files(dir, NULL, NULL), 1);
+  assert_true(fg_test_file_exists(inside));
+  assert_invalid(dir, sample_key, "not a regular file");
+  listing list = {0};
+  assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
+  assert_int_equal(list.count, 0);
+  size_t removed = 9;
+  assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
+  assert_int_equal(removed, 0);
+  assert_true(fg_test_file_exists(inside));
+  /* Other keys are not affected; once the folder is gone the key works. */
+  put_pattern(dir, "another key", 10, 4);
+  assert_int_equal(unlink(inside), 0);
+  assert_int_equal(rmdir(path), 0);
+  put_ok(dir, sample_key, payload, sizeof payload);
+  assert_hit(dir, sample_key, payload, sizeof payload);
+}
+
+/* ---- permissions (as an unprivileged user) ------------------------------ */
+
+/* Root writes through permission bits: as root, the checks run in a child
+ * that has become "nobody" (65534).  Returns NULL or what went wrong. */
+typedef const char *(*unprivileged_fn)(const char *dir);
+
+static void run_unprivileged(const char *base, unprivileged_fn fn) {
+  char dir[PATH_SIZE];
+  fg_test_path_join(dir, base, "cache");
+  assert_int_equal(chmod(base, 0777), 0); /* the child makes its folder here */
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (geteuid() == 0 &&
+        (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(77);
+    const char *problem = fn(dir);
+    if (problem) fprintf(stderr, "%s\n", problem);
+    _exit(problem ? 1 : 0);
+  }
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_int_equal(chmod(base, 0700), 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    print_message("# cannot drop root privileges: permission checks skipped\n");
+    skip();
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("see the message above");
+}
+
+static char child_problem[FLOWGEN_ERROR_MESSAGE_MAX + 1024];
+
+#define CHILD_EXPECT(cond, ...)                                                \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      snprintf(child_problem, sizeof child_problem, __VA_ARGS__);              \
+      return child_problem;                                                    \
+    }                                                                          \
+  } while (0)
+
+static int count_temp_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += strncmp(e->d_name, FG_CACHE_TEMP_PREFIX, strlen(FG_CACHE_TEMP_PREFIX)) == 0;
+  closedir(d);
+  return n;
+}
+
+static bool hits(const char *dir, const char *key, size_t size) {
+  fg_cache_result result;
+  void *payload = NULL;
+  size_t got = 0;
+  bool hit = fg_cache_get(dir, key, &result, &payload, &got, NULL) == FLOWGEN_OK &&
+             result == FG_CACHE_HIT && got == size;
+  free(payload);
+  return hit;
+}
+
+static void count_listed(void *ctx, const flowrt_cache_entry *e) {
+  int *n = ctx;
+  n[e->valid ? 0 : 1]++;
+}
+
+/* A read-only folder: entries are still read and listed; a put or a clear
+ * fails with EACCES and changes nothing; the cache cannot be opened. */
+static const char *read_only_folder(const char *dir) {
+  flowgen_error err;
+  unsigned char payload[300] = {1, 2, 3};
+  CHILD_EXPECT(fg_cache_put(dir, "old", payload, 100, &err) == FLOWGEN_OK, "put: %s",
+               err.message);
+  CHILD_EXPECT(chmod(dir, 0555) == 0, "chmod: %s", strerror(errno));
+  const char *keys[] = {"old", "new"};
+  for (int i = 0; i < 2; ++i) {
+    flowgen_status st = fg_cache_put(dir, keys[i], payload, sizeof payload, &err);
+    CHILD_EXPECT(st == FLOWGEN_IO && strstr(err.message, dir) &&
+                     strstr(err.message, strerror(EACCES)),
+                 "put '%s' into a read-only folder: %s: %s", keys[i],
+                 flowgen_status_name(st), err.message);
+  }
+  CHILD_EXPECT(hits(dir, "old", 100), "the old entry is gone");
+  CHILD_EXPECT(!hits(dir, "new", sizeof payload), "a new entry appeared");
+  CHILD_EXPECT(fg_cache_open(dir, &err) == FLOWGEN_IO && strstr(err.message, dir),
+               "fg_cache_open of a read-only folder: %s", err.message);
+  size_t removed = 9;
+  flowgen_status st = flowrt_cache_clear(dir, &removed, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && removed == 0 && strstr(err.message, "cannot remove") &&
+                   strstr(err.message, strerror(EACCES)),
+               "clear of a read-only folder: %s (%zu removed): %s",
+               flowgen_status_name(st), removed, err.message);
+  int listed[2] = {0, 0};
+  CHILD_EXPECT(flowrt_cache_list(dir, count_listed, listed, &err) == FLOWGEN_OK &&
+                   listed[0] == 1 && listed[1] == 0,
+               "list of a read-only folder: %d valid, %d invalid: %s", listed[0],
+               listed[1], err.message);
+  CHILD_EXPECT(count_temp_files(dir) == 0, "a temporary file is left");
+  /* Writable again: everything works. */
+  CHILD_EXPECT(chmod(dir, 0700) == 0, "chmod: %s", strerror(errno));
+  CHILD_EXPECT(fg_cache_put(dir, "new", payload, sizeof payload, &err) == FLOWGEN_OK,
+               "put after the folder is writable again: %s", err.message);
+  CHILD_EXPECT(hits(dir, "new", sizeof payload), "the new entry is not there");
+  CHILD_EXPECT(flowrt_cache_clear(dir, &removed, &err) == FLOWGEN_OK && removed == 2,
+               "clear: %s (%zu removed)", err.message, removed);
+  return NULL;
+}
+
+/* Permission denied: an unreadable entry is an error to get (a miss to the
+ * runtime) and listed as invalid, and a put replaces it; a folder that
+ * cannot be searched fails every call with EACCES until it can. */
+static const char *permission_denied(const char *dir) {
+  flowgen_error err;
+  unsigned char payload[200] = {9};
+  CHILD_EXPECT(fg_cache_put(dir, "key", payload, sizeof payload, &err) == FLOWGEN_OK,
+               "put: %s", err.message);
+  char path[PATH_SIZE];
+  entry_file(path, dir, "key");
+  CHILD_EXPECT(chmod(path, 0) == 0, "chmod: %s", strerror(errno));
+  fg_cache_result result;
+  void *data = NULL;
+  size_t size = 0;
+  flowgen_status st = fg_cache_get(dir, "key", &result, &data, &size, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && strstr(err.message, path) &&
+                   strstr(err.message, strerror(EACCES)) && !data && size == 0,
+               "get of an unreadable entry: %s: %s", flowgen_status_name(st), err.message);
+  int listed[2] = {0, 0};
+  CHILD_EXPECT(flowrt_cache_list(dir, count_listed, listed, &err) == FLOWGEN_OK &&
+                   listed[0] == 0 && listed[1] == 1,
+               "list: %d valid, %d invalid", listed[0], listed[1]);
+  CHILD_EXPECT(fg_cache_put(dir, "key", payload, 150, &err) == FLOWGEN_OK,
+               "put over an unreadable entry: %s", err.message);
+  CHILD_EXPECT(hits(dir, "key", 150), "the replaced entry does not hit");
+
+  CHILD_EXPECT(chmod(dir, 0200) == 0, "chmod: %s", strerror(errno));
+  st = fg_cache_get(dir, "key", &result, &data, &size, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && strstr(err.message, strerror(EACCES)),
+               "get in a folder without search permission: %s: %s",
+               flowgen_status_name(st), err.message);
+  st = fg_cache_put(dir, "key", payload, sizeof payload, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && strstr(err.message, strerror(EACCES)),
+               "put in a folder without search permission: %s: %s",
+               flowgen_status_name(st), err.message);
+  CHILD_EXPECT(chmod(dir, 0300) == 0, "chmod: %s", strerror(errno));
+  st = flowrt_cache_list(dir, count_listed, listed, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && strstr(err.message, "cannot list") &&
+                   strstr(err.message, strerror(EACCES)),
+               "list of an unreadable folder: %s: %s", flowgen_status_name(st),
+               err.message);
+  size_t removed = 9;
+  st = flowrt_cache_clear(dir, &removed, &err);
+  CHILD_EXPECT(st == FLOWGEN_IO && removed == 0, "clear of an unreadable folder: %s: %s",
+               flowgen_status_name(st), err.message);
+  CHILD_EXPECT(chmod(dir, 0700) == 0, "chmod: %s", strerror(errno));
+  CHILD_EXPECT(count_temp_files(dir) == 0, "a temporary file is left");
+  CHILD_EXPECT(hits(dir, "key", 150), "the entry does not hit once the folder is usable");
+  CHILD_EXPECT(fg_cache_put(dir, "key", payload, sizeof payload, &err) == FLOWGEN_OK,
+               "put once the folder is usable: %s", err.message);
+  CHILD_EXPECT(hits(dir, "key", sizeof payload), "the new entry does not hit");
+  return NULL;
+}
+
+/* ---- what the runtime makes of it -------------------------------------- */
+
+/* fg_module_obtain is the runtime's path (sampler creation): a disk problem
+ * is a warning naming it, the compiled image still comes back, nothing is
+ * left in the folder, and once the problem is gone the entry is stored and
+ * then read. */
+static const char tiny_source[] = "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n";
+
+typedef struct warnings {
+  int count;
+  char text[4][FLOWGEN_ERROR_MESSAGE_MAX + 64];
+} warnings;
+
+static void collect_warning(void *ctx, const char *message) {
+  warnings *w = ctx;
+  if (w->count < 4) snprintf(w->text[w->count], sizeof w->text[0], "%s", message);
+  w->count++;
+}
+
+/* Obtains the tiny module; returns whether it came from the disk. */
+static bool obtain(const char *dir, warnings *w) {
+  memset(w, 0, sizeof *w);
+  fg_module_image image;
+  flowgen_error err;
+  flowgen_status st = fg_module_obtain(dir, false, tiny_source, sizeof tiny_source - 1,
+                                       "tiny.cu", 90, FLOWRT_TARGET_CUBIN, collect_warning,
+                                       w, &image, &err);
+  if (st) fail_msg("fg_module_obtain: %s", err.message);
+  assert_non_null(image.data);
+  assert_memory_equal(image.data, "\x7f" "ELF", 4);
+  free(image.data);
+  return image.disk_hit;
+}
+
+static void expect_warning(const warnings *w, int index, const char *a, const char *b) {
+  if (w->count <= index || !strstr(w->text[index], "module cache") ||
+      !strstr(w->text[index], a) || (b && !strstr(w->text[index], b)))
+    fail_msg("expected a warning %d with '%s' and '%s'; %d warnings, first: %s", index, a,
+             b ? b : "", w->count, w->count ? w->text[0] : "");
+}
+
+/* Back to normal: the next obtain compiles and stores, the one after hits. */
+static void expect_recovery(const char *dir) {
+  warnings w;
+  assert_false(obtain(dir, &w));
+  assert_int_equal(w.count, 0);
+  assert_true(obtain(dir, &w));
+  assert_int_equal(w.count, 0);
+  assert_int_equal(count_files(dir, FG_CACHE_TEMP_PREFIX, NULL), 0);
+}
+
+static void test_runtime_warns_and_goes_on(void **state) {
+  const char *base = *state;
+  if (flowrt_nvrtc_version() == 0) skip();
+  char dir[PATH_SIZE];
+  fg_test_path_join(dir, base, "cache");
+  warnings w;
+
+  /* Disk full while storing. */
+  struct rlimit saved, small;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  small = saved;
+  small.rlim_cur = 64;
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool hit = obtain(dir, &w);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_handler);
+  assert_false(hit);
+  assert_int_equal(w.count, 1);
+  expect_warning(&w, 0, strerror(EFBIG), FG_CACHE_TEMP_PREFIX);
+  assert_int_equal(count_files(dir, NULL, NULL), 0);
+  expect_recovery(dir);
+  assert_int_equal(flowrt_cache_clear(dir, NULL, NULL), FLOWGEN_OK);
+
+  /* The entry's name taken by a folder: invalid, then the rename fails. */
+  fg_module_image probe;
+  assert_int_equal(fg_module_obtain(NULL, false, tiny_source, sizeof tiny_source - 1,
+                                    "tiny.cu", 90, FLOWRT_TARGET_CUBIN, NULL, NULL, &probe,
+                                    NULL),
+                   FLOWGEN_OK);
+  free(probe.data);
+  char *key = fg_module_key(tiny_source, sizeof tiny_source - 1, 90, FLOWRT_TARGET_CUBIN,
+                            flowrt_nvrtc_version());
+  char path[PATH_SIZE];
+  entry_file(path, dir, key);
+  free(key);
+  assert_int_equal(mkdir(path, 0700), 0);
+  assert_false(obtain(dir, &w));
+  assert_int_equal(w.count, 2);
+  expect_warning(&w, 0, "invalid entry", "not a regular file");
+  expect_warning(&w, 1, "cannot rename", strerror(EISDIR));
+  assert_int_equal(count_files(dir, NULL, NULL), 1);
+  assert_int_equal(rmdir(path), 0);
+  expect_recovery(dir);
+
+  /* A file where the folder should be. */
+  char file[PATH_SIZE], under[PATH_SIZE];
+  fg_test_path_join(file, base, "file");
+  fg_test_path_join(under, file, "cache");
+  fg_test_write_file(file, "x", 1);
+  assert_false(obtain(under, &w));
+  assert_int_equal(w.count, 2);
+  expect_warning(&w, 0, under, strerror(ENOTDIR));
+  expect_warning(&w, 1, under, strerror(ENOTDIR));
+  assert_int_equal(file_size(file), 1);
+}
+
+/* flowrt_cache_warm's job is the disk: there a full disk is an error, and
+ * the next warm works. */
+static void test_warm_on_a_full_disk(void **state) {
+  const char *base = *state;
+  if (flowrt_nvrtc_version() == 0) skip();
+  char dir[PATH_SIZE];
+  fg_test_path_join(dir, base, "cache");
+  flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
+  struct rlimit saved, small;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  small = saved;
+  small.rlim_cur = 1000;
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  flowgen_error err;
+  bool was_cached = true;
+  flowgen_status st = flowrt_cache_warm(dir, &spec, NULL, &was_cached, &err);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_handler);
+  assert_int_equal(st, FLOWGEN_IO);
+  if (!strstr(err.message, dir) || !strstr(err.message, strerror(EFBIG)))
+    fail_msg("unexpected message: %s", err.message);
+  assert_int_equal(count_files(dir, NULL, NULL), 0);
+  assert_int_equal(flowrt_cache_warm(dir, &spec, NULL, &was_cached, &err), FLOWGEN_OK);
+  assert_false(was_cached);
+  assert_int_equal(flowrt_cache_warm(dir, &spec, NULL, &was_cached, &err), FLOWGEN_OK);
+  assert_true(was_cached);
+  assert_int_equal(count_files(dir, NULL, ".fgc"), 1);
+  assert_int_equal(count_files(dir, NULL, NULL), 1);
+}
+
+static void test_read_only_folder(void **state) {
+  run_unprivileged(*state, read_only_folder);
+}
+
+static void test_permission_denied(void **state) {
+  run_unprivileged(*state, permission_denied);
+}
+
 /* ---- concurrency -------------------------------------------------------- */
 
 enum { WRITERS = 8, ROUNDS = 50, SLOTS_PER_WRITER = 10 };
@@ -792,6 +1172,12 @@ int main(void) {
       CACHE_TEST(test_put_creates_folder_0700),
       CACHE_TEST(test_unusable_folder_is_an_error),
       CACHE_TEST(test_failed_put_leaves_old_entry),
+      CACHE_TEST(test_disk_full_at_every_stage),
+      CACHE_TEST(test_failed_rename),
+      CACHE_TEST(test_read_only_folder),
+      CACHE_TEST(test_permission_denied),
+      CACHE_TEST(test_runtime_warns_and_goes_on),
+      CACHE_TEST(test_warm_on_a_full_disk),
       CACHE_TEST(test_disabled_by_environment),
       CACHE_TEST(test_list_reports_every_entry_sorted),
       CACHE_TEST(test_clear_removes_only_cache_files),
