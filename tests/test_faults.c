@@ -12,8 +12,12 @@
  * and check: the status, a message naming the call and the CUDA error, that
  * the next call without a fault works, and that by the time the runtime is
  * closed every allocation, module and context retain has been released.
+ *
+ * (f) does the same for host allocations (tests/alloc_faults.h: malloc,
+ * calloc, realloc, strdup and free are wrapped too); the fake driver's own
+ * books use __real_malloc and __real_calloc, which never fail.
  */
-#include "support.h"
+#include "alloc_faults.h"
 
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -283,7 +287,7 @@ static CUdeviceptr new_alloc(size_t bytes, bool user) {
   fake_alloc *a = &g.allocs[g.nallocs++];
   a->ptr = g.next_address;
   a->size = bytes;
-  a->shadow = calloc(bytes ? bytes : 1, 1);
+  a->shadow = __real_calloc(bytes ? bytes : 1, 1); /* never failed: see (f) */
   a->user = user;
   g.next_address += (bytes + 4095) / 4096 * 4096 + 4096; /* a gap between */
   g.device_bytes_in_use += bytes;
@@ -418,7 +422,7 @@ static CUresult mock_cuModuleLoadData(CUmodule *module, const void *image) {
     misuse("more than %d modules", MAX_MODULES);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  m.image = malloc(m.size);
+  m.image = __real_malloc(m.size);
   memcpy(m.image, p, m.size);
   g.modules[g.nmodules] = m;
   *module = (CUmodule)(uintptr_t)(0x1000 + g.nmodules++);
@@ -1715,6 +1719,140 @@ static void test_nvrtc_fault_every_call(void **state) {
   expect_no_problems();
 }
 
+/* ---- (f) host allocations of open and sampler creation ------------------- */
+
+typedef struct alloc_scenario {
+  flowrt_options opts;
+  flowgen_spec spec;
+  flowrt_runtime *rt;
+  int warnings;
+} alloc_scenario;
+
+static void count_warning(void *ctx, const char *message) {
+  (void)message;
+  ++((alloc_scenario *)ctx)->warnings;
+}
+
+/* Fresh books, driver and NVRTC loaded afresh by the call. */
+static void fresh_fakes(void *ctx) {
+  (void)ctx;
+  fg_loader_reset();
+  mock_reset();
+}
+
+static flowgen_status open_close_call(void *ctx, flowgen_error *err) {
+  alloc_scenario *a = ctx;
+  flowrt_runtime *rt = NULL;
+  flowgen_status st = flowrt_open(&a->opts, &rt, err);
+  if (!st && !rt) st = FLOWGEN_INTERNAL;
+  flowrt_close(rt);
+  return st;
+}
+
+/* The runtime is opened outside the window; the call creates a sampler
+ * (its module from the warm disk cache), destroys it and closes. */
+static void open_runtime(void *ctx) {
+  alloc_scenario *a = ctx;
+  fresh_fakes(ctx);
+  g.expect_weights = small_weights;
+  if (flowrt_open(&a->opts, &a->rt, NULL)) a->rt = NULL;
+}
+
+static flowgen_status create_call(void *ctx, flowgen_error *err) {
+  alloc_scenario *a = ctx;
+  flowrt_sampler *s = NULL;
+  flowgen_status st = a->rt ? flowrt_sampler_create(a->rt, &a->spec, small_weights, &s, err)
+                            : FLOWGEN_INTERNAL;
+  if (!st && !s) st = FLOWGEN_INTERNAL;
+  flowrt_sampler_destroy(s);
+  flowrt_close(a->rt);
+  a->rt = NULL;
+  return st;
+}
+
+/* Nothing of the driver's is held after a failed call. */
+static const char *driver_books_closed(void *ctx, flowgen_status st) {
+  (void)ctx;
+  (void)st;
+  size_t before = problems_used;
+  fg_loader_reset();
+  check_everything_released();
+  return problems_used != before ? "driver resources left held (see below)" : NULL;
+}
+
+static void test_alloc_fault_in_open(void **state) {
+  (void)state;
+  alloc_scenario a = {.opts = {.cache_dir = cache_dir, .disk_cache = 1}};
+  a.opts.warn = count_warning;
+  a.opts.warn_ctx = &a;
+  setenv("FLOWGEN_TUNE", "cluster=4", 1); /* strdup'ed by flowrt_open */
+  af_sweep(&(af_sweep_spec){.what = "flowrt_open",
+                            .call = open_close_call,
+                            .prepare = fresh_fakes,
+                            .check_failed = driver_books_closed,
+                            .ctx = &a});
+  expect_no_problems();
+}
+
+/* Sampler creation: generation (sampled, as in test_alloc_faults), the
+ * module key, the disk cache read (a failure there is a warning and a
+ * compile), the function table. */
+static void test_alloc_fault_in_sampler_create(void **state) {
+  (void)state;
+  alloc_scenario a = {.opts = {.cache_dir = cache_dir, .disk_cache = 1},
+                      .spec = spec_of(small_weights)};
+  a.opts.warn = count_warning;
+  a.opts.warn_ctx = &a;
+  af_sweep(&(af_sweep_spec){.what = "flowrt_sampler_create",
+                            .call = create_call,
+                            .prepare = open_runtime,
+                            .check_failed = driver_books_closed,
+                            .ctx = &a,
+                            .allowed = {FLOWGEN_LIMIT},
+                            .may_absorb = true,
+                            .max_runs = 60,
+                            .edge = 20});
+  expect_no_problems();
+}
+
+/* An unusable cache folder (a file where it should be: refused to root
+ * too) is one warning at open; samplers are then compiled and kept in
+ * memory, and nothing is written. */
+static void test_unusable_cache_folder_warns_once(void **state) {
+  (void)state;
+  char *base = fg_test_mkdtemp();
+  char file[FG_TEST_PATH_SIZE], folder[FG_TEST_PATH_SIZE];
+  fg_test_path_join(file, base, "file");
+  fg_test_path_join(folder, file, "cache");
+  fg_test_write_file(file, "x", 1);
+  alloc_scenario a = {.opts = {.cache_dir = folder, .disk_cache = 1},
+                      .spec = spec_of(small_weights)};
+  a.opts.warn = count_warning;
+  a.opts.warn_ctx = &a;
+  flowgen_error err;
+  flowrt_runtime *rt = NULL;
+  flowrt_sampler *s = NULL;
+  g.expect_weights = small_weights;
+  if (flowrt_open(&a.opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
+  assert_int_equal(a.warnings, 1);
+  if (flowrt_sampler_create(rt, &a.spec, small_weights, &s, &err))
+    fail_msg("flowrt_sampler_create: %s", err.message);
+  assert_false(flowrt_sampler_stats(s)->disk_hit);
+  assert_true(flowrt_sampler_stats(s)->compile_ms > 0);
+  flowrt_sampler_destroy(s);
+  assert_int_equal(flowrt_sampler_create(rt, &a.spec, small_weights, &s, &err), FLOWGEN_OK);
+  assert_true(flowrt_sampler_stats(s)->memory_hit);
+  flowrt_sampler_destroy(s);
+  flowrt_close(rt);
+  assert_int_equal(a.warnings, 1);
+  assert_int_equal(fg_test_count_entries(base), 1);
+  fg_test_rmtree(base);
+  free(base);
+  fg_loader_reset();
+  check_everything_released();
+  expect_no_problems();
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 #define FAULT_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -1742,6 +1880,9 @@ int main(void) {
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),
       FAULT_TEST(test_nvrtc_get_cubin_fails),
       FAULT_TEST(test_nvrtc_fault_every_call),
+      FAULT_TEST(test_alloc_fault_in_open),
+      FAULT_TEST(test_alloc_fault_in_sampler_create),
+      FAULT_TEST(test_unusable_cache_folder_warns_once),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
