@@ -136,6 +136,23 @@ bool fg_test_under_valgrind(void) {
   return preload && strstr(preload, "vgpreload");
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FG_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(thread_sanitizer)
+#define FG_TEST_SANITIZED 1
+#endif
+#endif
+
+bool fg_test_timing_checks(void) {
+#ifdef FG_TEST_SANITIZED
+  return false;
+#else
+  return !fg_test_under_valgrind();
+#endif
+}
+
 flowgen_spec fg_test_spec(int dim, int hidden, int steps, int arch) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);

@@ -43,9 +43,12 @@ void fg_test_write_template(const char *dir, const char *name,
 
 /* CLOCK_MONOTONIC in seconds. */
 double fg_test_now_seconds(void);
-/* True when running under valgrind (its preload is in LD_PRELOAD): timing
- * checks are off then. */
+/* True when running under valgrind (its preload is in LD_PRELOAD): the
+ * NVRTC-heavy sweeps shrink then (a compile takes half a minute). */
 bool fg_test_under_valgrind(void);
+/* False under valgrind or in a sanitizer build (make asan): time limits
+ * are not checked then. */
+bool fg_test_timing_checks(void);
 
 /* The default spec with this shape and target architecture. */
 flowgen_spec fg_test_spec(int dim, int hidden, int steps, int arch);
