@@ -6,7 +6,8 @@
  * allocations, loaded modules, primary-context retains, the context stack)
  * and can be told to fail with a chosen CUresult on their Nth call.  NVRTC is
  * the real one (a real cubin reaches the fake cuModuleLoadData), unless a
- * test asks for the fake NVRTC below.
+ * test asks for the fake NVRTC below, or under valgrind, where the fake
+ * stands in for it (a real compile takes half a minute there).
  *
  * The loops make each driver call of each public runtime function fail once
  * and check: the status, a message naming the call and the CUDA error, that
@@ -713,7 +714,10 @@ static const char fake_log[] =
 #define MAX_PROGRAMS 16
 
 static struct {
-  bool fake; /* "libnvrtc*" opens the fake */
+  bool fake;     /* "libnvrtc*" opens the fake */
+  bool stand_in; /* under valgrind, where a real compile takes half a minute:
+                    the fake stands in for the NVRTC found by name (not by a
+                    path), its images holding the kernels' names */
   int calls[NV_COUNT];
   int fault_fn, fault_at, fault_count, fired;
   nvrtcResult fault_result;
@@ -721,13 +725,16 @@ static struct {
   struct {
     bool live, compiled, failed;
     char arch_option[64];
+    char *source; /* the stand-in's copy */
   } programs[MAX_PROGRAMS];
   int nprograms;
 } nv;
 
 static void nv_reset(void) {
+  for (int i = 0; i < nv.nprograms; ++i) free(nv.programs[i].source);
   memset(&nv, 0, sizeof nv);
   nv.fault_fn = -1;
+  nv.stand_in = fg_test_under_valgrind();
 }
 
 static void nv_arm_fault(int fn, int at, int count, nvrtcResult result) {
@@ -793,9 +800,15 @@ static nvrtcResult nvmock_nvrtcCreateProgram(nvrtcProgram *prog, const char *src
   (void)include_names;
   NV_ENTER(nvrtcCreateProgram);
   if (!prog || !src || !name || num_headers < 0) return NVRTC_ERROR_INVALID_INPUT;
-  if (nv.nprograms == MAX_PROGRAMS) return NVRTC_ERROR_OUT_OF_MEMORY;
-  nv.programs[nv.nprograms].live = true;
-  *prog = (nvrtcProgram)(uintptr_t)(0x3000 + nv.nprograms++);
+  int i = 0;
+  while (i < nv.nprograms && nv.programs[i].live) ++i; /* reuse a destroyed one */
+  if (i == MAX_PROGRAMS) return NVRTC_ERROR_OUT_OF_MEMORY;
+  if (i == nv.nprograms) nv.nprograms++;
+  free(nv.programs[i].source);
+  memset(&nv.programs[i], 0, sizeof nv.programs[i]);
+  nv.programs[i].live = true;
+  if (nv.stand_in && !nv.fake) nv.programs[i].source = __real_strdup(src);
+  *prog = (nvrtcProgram)(uintptr_t)(0x3000 + i);
   nv.created++;
   return NVRTC_SUCCESS;
 }
@@ -805,6 +818,8 @@ static nvrtcResult nvmock_nvrtcDestroyProgram(nvrtcProgram *prog) {
   int i = prog ? program_of(*prog) : -1;
   if (i < 0) return NVRTC_ERROR_INVALID_PROGRAM;
   nv.programs[i].live = false;
+  free(nv.programs[i].source);
+  nv.programs[i].source = NULL;
   nv.destroyed++;
   *prog = NULL;
   return r;
@@ -842,48 +857,71 @@ static nvrtcResult nvmock_nvrtcGetProgramLog(nvrtcProgram prog, char *log) {
   return NVRTC_SUCCESS;
 }
 
-/* A fake "cubin": an ELF64 header and nothing else (the fake driver takes it). */
-static void fake_cubin(unsigned char out[sizeof(Elf64_Ehdr)]) {
+/* A fake "cubin": an ELF64 header and nothing else (the fake driver takes
+ * it), or the stand-in's: the header, then the source with every character
+ * that cannot be part of a name made a NUL (so each name in it, a kernel's
+ * among them, ends in one), the section table "at" the end. */
+static void fake_cubin(unsigned char *out, const char *source) {
   Elf64_Ehdr eh;
   memset(&eh, 0, sizeof eh);
   memcpy(eh.e_ident, ELFMAG, SELFMAG);
   eh.e_ident[EI_CLASS] = ELFCLASS64;
   eh.e_machine = 190; /* EM_CUDA */
+  if (source) {
+    size_t n = strlen(source) + 1;
+    eh.e_shoff = sizeof eh + n;
+    for (size_t k = 0; k < n; ++k) {
+      char c = source[k];
+      bool name = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '_';
+      out[sizeof eh + k] = name ? (unsigned char)c : 0;
+    }
+  }
   memcpy(out, &eh, sizeof eh);
 }
 
+/* The fake PTX; the stand-in's is followed by the source ("name(", as the
+ * driver's check for PTX wants). */
 static const char fake_ptx[] = "//\n.version 9.0\n.target sm_90\n";
 
-static nvrtcResult output_ready(nvrtcProgram prog) {
+/* The program's output is ready; *source is the stand-in's source or NULL. */
+static nvrtcResult output_ready(nvrtcProgram prog, const char **source) {
   int i = program_of(prog);
-  return i >= 0 && nv.programs[i].compiled ? NVRTC_SUCCESS : NVRTC_ERROR_INVALID_PROGRAM;
+  if (i < 0 || !nv.programs[i].compiled) return NVRTC_ERROR_INVALID_PROGRAM;
+  *source = nv.programs[i].source;
+  return NVRTC_SUCCESS;
 }
 
 static nvrtcResult nvmock_nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) {
   NV_ENTER(nvrtcGetCUBINSize);
-  if (output_ready(prog)) return NVRTC_ERROR_INVALID_PROGRAM;
-  *size = sizeof(Elf64_Ehdr);
+  const char *source;
+  if (output_ready(prog, &source)) return NVRTC_ERROR_INVALID_PROGRAM;
+  *size = sizeof(Elf64_Ehdr) + (source ? strlen(source) + 1 : 0);
   return NVRTC_SUCCESS;
 }
 
 static nvrtcResult nvmock_nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
   NV_ENTER(nvrtcGetCUBIN);
-  if (output_ready(prog)) return NVRTC_ERROR_INVALID_PROGRAM;
-  fake_cubin((unsigned char *)cubin);
+  const char *source;
+  if (output_ready(prog, &source)) return NVRTC_ERROR_INVALID_PROGRAM;
+  fake_cubin((unsigned char *)cubin, source);
   return NVRTC_SUCCESS;
 }
 
 static nvrtcResult nvmock_nvrtcGetPTXSize(nvrtcProgram prog, size_t *size) {
   NV_ENTER(nvrtcGetPTXSize);
-  if (output_ready(prog)) return NVRTC_ERROR_INVALID_PROGRAM;
-  *size = sizeof fake_ptx;
+  const char *source;
+  if (output_ready(prog, &source)) return NVRTC_ERROR_INVALID_PROGRAM;
+  *size = sizeof fake_ptx + (source ? strlen(source) : 0);
   return NVRTC_SUCCESS;
 }
 
 static nvrtcResult nvmock_nvrtcGetPTX(nvrtcProgram prog, char *ptx) {
   NV_ENTER(nvrtcGetPTX);
-  if (output_ready(prog)) return NVRTC_ERROR_INVALID_PROGRAM;
+  const char *source;
+  if (output_ready(prog, &source)) return NVRTC_ERROR_INVALID_PROGRAM;
   memcpy(ptx, fake_ptx, sizeof fake_ptx);
+  if (source) strcpy(ptx + sizeof fake_ptx - 1, source);
   return NVRTC_SUCCESS;
 }
 
@@ -903,7 +941,7 @@ void *__wrap_dlopen(const char *file, int mode) {
     g.cuda_opened++;
     return &fake_cuda_library;
   }
-  if (file && nv.fake && strstr(file, "libnvrtc")) {
+  if (file && strstr(file, "libnvrtc") && (nv.fake || (nv.stand_in && !strchr(file, '/')))) {
     nv.opened++;
     return &fake_nvrtc_library;
   }
