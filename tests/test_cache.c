@@ -972,6 +972,8 @@ static void test_runtime_warns_and_goes_on(void **state) {
   assert_int_equal(count_files(dir, NULL, NULL), 0);
   expect_recovery(dir);
   assert_int_equal(flowrt_cache_clear(dir, NULL, NULL), FLOWGEN_OK);
+  /* Under valgrind each compile takes half a minute: one case there. */
+  if (fg_test_under_valgrind()) return;
 
   /* The entry's name taken by a folder: invalid, then the rename fails. */
   fg_module_image probe;
@@ -1010,7 +1012,7 @@ static void test_runtime_warns_and_goes_on(void **state) {
  * the next warm works. */
 static void test_warm_on_a_full_disk(void **state) {
   const char *base = *state;
-  if (flowrt_nvrtc_version() == 0) skip();
+  if (flowrt_nvrtc_version() == 0 || fg_test_under_valgrind()) skip();
   char dir[PATH_SIZE];
   fg_test_path_join(dir, base, "cache");
   flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
