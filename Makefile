@@ -37,7 +37,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu bench demo deps asan fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu bench demo deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench
 
@@ -71,6 +71,7 @@ help:
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
 	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up"
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
+	@echo "make valgrind   the tests under valgrind memcheck (make -j2: two at a time)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) (clang, build-fuzz/)"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
 	@echo "make clean"
@@ -164,6 +165,26 @@ test-gpu: tests
 asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+# Each test program under memcheck, a target each so that make -j runs them
+# side by side; valgrind's report and the test's output go to
+# $(BUILD)/valgrind/.  Under valgrind the tests shrink their NVRTC work
+# (fg_test_under_valgrind); the flowgen binary they run is not traced.
+VALGRIND ?= valgrind
+VALGRIND_FLAGS ?= --leak-check=full --error-exitcode=9 \
+                  --errors-for-leak-kinds=definite,indirect --show-possibly-lost=no
+
+valgrind: $(patsubst $(BUILD)/tests/%,valgrind-%,$(TESTS))
+	@echo "valgrind: $(words $^) test programs, no errors"
+
+valgrind-%: tests
+	@mkdir -p $(BUILD)/valgrind
+	@FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) FLOWGEN_SOURCE_DIR=$(CURDIR) \
+	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=$(BUILD)/valgrind/$*.log \
+	  $(BUILD)/tests/$* >$(BUILD)/valgrind/$*.out 2>&1 && echo "valgrind: $* clean" || \
+	  { echo "valgrind: $* failed:"; tail -n 20 $(BUILD)/valgrind/$*.out; \
+	    grep -A 12 -E "ERROR SUMMARY: [1-9]|(definitely|indirectly) lost in|Invalid|uninitialised" \
+	      $(BUILD)/valgrind/$*.log | head -n 60; exit 1; }
 
 # ---- fuzzing ----------------------------------------------------------------
 # libFuzzer targets (tests/fuzz/fuzz_<name>.c), built with clang in
