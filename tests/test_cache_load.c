@@ -9,7 +9,7 @@
  *
  * Most iterations are synthetic (cheap); each process warms one shape once,
  * which compiles only when a clear removed it since (at most 32 compiles).
- * Under valgrind: 4 processes x 25 iterations, synthetic only. */
+ * Under valgrind: 8 processes x 50 iterations, synthetic only. */
 /* memmem */
 #define _GNU_SOURCE
 #include "support.h"
@@ -285,8 +285,8 @@ static void test_cache_under_load(void **state) {
   fg_test_path_join(dir, base, "cache");
   bool valgrind = fg_test_under_valgrind();
   load.dir = dir;
-  load.processes = valgrind ? 4 : 32;
-  load.iterations = valgrind ? 25 : 100;
+  load.processes = valgrind ? 8 : 32;
+  load.iterations = valgrind ? 50 : 100;
   load.compile = !valgrind && flowrt_nvrtc_version() != 0;
   if (load.compile) compute_shape_keys();
   else print_message("# synthetic entries only (%s)\n", valgrind ? "valgrind" : "no NVRTC");
