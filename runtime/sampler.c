@@ -23,7 +23,6 @@ typedef struct fg_module {
   CUmodule module;
   CUfunction pack;
   CUfunction *functions;      /* one per variant */
-  int refs;
 } fg_module;
 
 struct flowrt_runtime {
@@ -237,7 +236,8 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
   }
 }
 
-/* Finds or makes the module for spec; takes a reference. */
+/* Finds or makes the module for spec.  Modules stay loaded while the
+ * runtime lives, so a later sampler of the same spec is a memory hit. */
 static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
                                  flowrt_stats *stats, fg_module **out,
                                  flowgen_error *err) {
@@ -245,7 +245,6 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   for (fg_module *m = rt->modules; m && by_spec; m = m->next) {
     if (m->by_spec && same_spec(&m->spec, spec)) {
       stats->memory_hit = true;
-      m->refs++;
       *out = m;
       return FLOWGEN_OK;
     }
@@ -267,7 +266,6 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   for (fg_module *o = rt->modules; !st && o; o = o->next) {
     if (strcmp(o->key, m->key) == 0) {
       stats->memory_hit = true;
-      o->refs++;
       module_free(rt, m);
       *out = o;
       return FLOWGEN_OK;
@@ -279,16 +277,11 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
     module_free(rt, m);
     return st;
   }
-  m->refs = 1;
   m->next = rt->modules;
   rt->modules = m;
   *out = m;
   return FLOWGEN_OK;
 }
-
-/* Modules stay loaded while the runtime lives (a later sampler of the same
- * spec is then a memory hit); this only counts references. */
-static void put_module(fg_module *m) { m->refs--; }
 
 /* ---- samplers --------------------------------------------------------------- */
 
@@ -359,10 +352,7 @@ flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
       st = upload_weights(s, weights, err);
       s->stats.upload_ms = fg_now_ms() - t0;
     }
-    if (st) {
-      if (s->params) rt->cu->cuMemFree(s->params);
-      if (s->mod) put_module(s->mod);
-    }
+    if (st && s->params) rt->cu->cuMemFree(s->params);
     pop_ctx(rt);
   }
   pthread_mutex_unlock(&rt->lock);
@@ -381,7 +371,6 @@ void flowrt_sampler_destroy(flowrt_sampler *s) {
   bool pushed = push_ctx(rt, NULL) == FLOWGEN_OK;
   if (s->params) rt->cu->cuMemFree(s->params);
   if (pushed) pop_ctx(rt);
-  put_module(s->mod);
   pthread_mutex_unlock(&rt->lock);
   free(s);
 }
