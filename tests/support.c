@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -245,4 +247,21 @@ bool fg_test_have_gpu(void) {
     flowrt_close(rt);
   }
   return have == 1;
+}
+
+void fg_test_begin_file_size_limit(fg_test_file_size_limit *limit, unsigned long long bytes) {
+  struct rlimit r;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &r), 0);
+  limit->saved_cur = r.rlim_cur;
+  limit->saved_handler = signal(SIGXFSZ, SIG_IGN);
+  r.rlim_cur = bytes;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+void fg_test_end_file_size_limit(const fg_test_file_size_limit *limit) {
+  struct rlimit r;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &r), 0);
+  r.rlim_cur = limit->saved_cur;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &r), 0);
+  signal(SIGXFSZ, limit->saved_handler);
 }

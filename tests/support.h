@@ -63,6 +63,15 @@ uint64_t fg_test_seed(void);
  * returning the exit status (or -1). */
 int fg_test_run(const char *command, char **out, char **err);
 
+/* Makes writes past `bytes` fail with EFBIG (a full disk stands in), with
+ * SIGXFSZ ignored; fg_test_end_file_size_limit puts both back. */
+typedef struct fg_test_file_size_limit {
+  unsigned long long saved_cur;
+  void (*saved_handler)(int);
+} fg_test_file_size_limit;
+void fg_test_begin_file_size_limit(fg_test_file_size_limit *limit, unsigned long long bytes);
+void fg_test_end_file_size_limit(const fg_test_file_size_limit *limit);
+
 /* True when a CUDA device can be used.  When there is none, a GPU test calls
  * FG_SKIP_WITHOUT_GPU(); with FLOWGEN_REQUIRE_GPU=1 that fails instead. */
 bool fg_test_have_gpu(void);

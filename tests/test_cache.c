@@ -9,11 +9,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -500,18 +498,13 @@ static void test_unusable_folder_is_an_error(void **state) {
 static void test_failed_put_leaves_old_entry(void **state) {
   const char *dir = *state;
   put_pattern(dir, sample_key, 100, 1);
-  struct rlimit saved, small;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-  small = saved;
-  small.rlim_cur = 4096;
-  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  fg_test_file_size_limit limit;
+  fg_test_begin_file_size_limit(&limit, 4096);
   unsigned char big[64 * 1024];
   fill_pattern(big, sizeof big, 2);
   flowgen_error err;
   flowgen_status status = fg_cache_put(dir, sample_key, big, sizeof big, &err);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
-  signal(SIGXFSZ, old_handler);
+  fg_test_end_file_size_limit(&limit);
 
   assert_int_equal(status, FLOWGEN_IO);
   if (!strstr(err.message, dir) || !strstr(err.message, FG_CACHE_TEMP_PREFIX) ||
@@ -680,16 +673,11 @@ static void test_disk_full_at_every_stage(void **state) {
   unsigned char big[64 * 1024];
   fill_pattern(big, sizeof big, 2);
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; ++i) {
-    struct rlimit saved, small;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-    small = saved;
-    small.rlim_cur = limits[i];
-    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    fg_test_file_size_limit limit;
+    fg_test_begin_file_size_limit(&limit, limits[i]);
     flowgen_error err;
     flowgen_status status = fg_cache_put(dir, sample_key, big, sizeof big, &err);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
-    signal(SIGXFSZ, old_handler);
+    fg_test_end_file_size_limit(&limit);
     assert_int_equal(status, FLOWGEN_IO);
     if (!strstr(err.message, FG_CACHE_TEMP_PREFIX) || !strstr(err.message, strerror(EFBIG)))
       fail_msg("limit %zu: unexpected message: %s", (size_t)limits[i], err.message);
@@ -960,15 +948,10 @@ static void test_runtime_warns_and_goes_on(void **state) {
   warnings w;
 
   /* Disk full while storing. */
-  struct rlimit saved, small;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-  small = saved;
-  small.rlim_cur = 64;
-  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  fg_test_file_size_limit limit;
+  fg_test_begin_file_size_limit(&limit, 64);
   bool hit = obtain(dir, &w);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
-  signal(SIGXFSZ, old_handler);
+  fg_test_end_file_size_limit(&limit);
   assert_false(hit);
   assert_int_equal(w.count, 1);
   expect_warning(&w, 0, strerror(EFBIG), FG_CACHE_TEMP_PREFIX);
@@ -1019,17 +1002,12 @@ static void test_warm_on_a_full_disk(void **state) {
   char dir[PATH_SIZE];
   fg_test_path_join(dir, base, "cache");
   flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
-  struct rlimit saved, small;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-  small = saved;
-  small.rlim_cur = 1000;
-  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  fg_test_file_size_limit limit;
+  fg_test_begin_file_size_limit(&limit, 1000);
   flowgen_error err;
   bool was_cached = true;
   flowgen_status st = flowrt_cache_warm(dir, &spec, NULL, &was_cached, &err);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
-  signal(SIGXFSZ, old_handler);
+  fg_test_end_file_size_limit(&limit);
   assert_int_equal(st, FLOWGEN_IO);
   if (!strstr(err.message, dir) || !strstr(err.message, strerror(EFBIG)))
     fail_msg("unexpected message: %s", err.message);

@@ -7,11 +7,9 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -501,16 +499,11 @@ static void test_write_error_keeps_old_file(void **state) {
 
   enum { N = 4096 };
   float *big = calloc(N, sizeof *big);
-  struct rlimit saved, small;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-  small = saved;
-  small.rlim_cur = 1000;
-  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  fg_test_file_size_limit limit;
+  fg_test_begin_file_size_limit(&limit, 1000);
   flowgen_error err;
   flowgen_status s = fg_npy_write(path, big, 1, N, &err);
-  setrlimit(RLIMIT_FSIZE, &saved);
-  signal(SIGXFSZ, old_handler);
+  fg_test_end_file_size_limit(&limit);
   free(big);
 
   assert_int_equal(s, FLOWGEN_IO);
