@@ -668,7 +668,7 @@ static void test_list_and_clear_default_and_missing_folder(void **state) {
 static void test_disk_full_at_every_stage(void **state) {
   const char *dir = *state;
   put_pattern(dir, sample_key, 100, 1);
-  const rlim_t limits[] = {0, 8, FG_CACHE_HEADER_SIZE + 5,
+  const unsigned long long limits[] = {0, 8, FG_CACHE_HEADER_SIZE + 5,
                            FG_CACHE_HEADER_SIZE + 100, 60000};
   unsigned char big[64 * 1024];
   fill_pattern(big, sizeof big, 2);
