@@ -39,7 +39,7 @@ TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
 .PHONY: all lib cli tests test test-gpu bench demo deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
-all: cli lib $(BUILD)/bench
+all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
 # Debian packages the build needs; `make deps` installs the missing ones
 # (as root) or prints the command that would.
@@ -118,6 +118,10 @@ $(BUILD)/bench: $(BUILD)/obj/bench/bench.o $(BUILD)/libflowgen.a
 
 bench: $(BUILD)/bench
 	$(BUILD)/bench --json $(BUILD)/bench.json
+
+# Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
+$(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
+	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Keep the object files of the tests (make would delete them as
 # intermediates and rebuild them next time).

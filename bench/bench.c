@@ -48,6 +48,7 @@
 /* Driver calls the runtime itself does not need. */
 static struct {
   CUresult (*event_create)(CUevent *, unsigned);
+  CUresult (*event_destroy)(CUevent);
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*event_sync)(CUevent);
   CUresult (*event_elapsed)(float *, CUevent, CUevent);
@@ -63,13 +64,14 @@ static void load_extra_driver(void) {
     exit(5);
   }
   *(void **)&drv.event_create = dlsym(h, "cuEventCreate");
+  *(void **)&drv.event_destroy = dlsym(h, "cuEventDestroy_v2");
   *(void **)&drv.event_record = dlsym(h, "cuEventRecord");
   *(void **)&drv.event_sync = dlsym(h, "cuEventSynchronize");
   *(void **)&drv.event_elapsed = dlsym(h, "cuEventElapsedTime_v2");
   if (!drv.event_elapsed) *(void **)&drv.event_elapsed = dlsym(h, "cuEventElapsedTime");
   *(void **)&drv.memset32 = dlsym(h, "cuMemsetD32_v2");
   *(void **)&drv.launch = dlsym(h, "cuLaunchKernel");
-  if (!drv.event_create || !drv.event_record || !drv.event_sync ||
+  if (!drv.event_create || !drv.event_destroy || !drv.event_record || !drv.event_sync ||
       !drv.event_elapsed || !drv.memset32 || !drv.launch) {
     fprintf(stderr, "bench: the driver lacks event or memset functions\n");
     exit(5);
@@ -209,22 +211,36 @@ static void launch(const run_ctx *c, int set) {
 static double warmup_ms = 200;
 
 /* Launches until warmup_ms of wall time have passed (at least `warmup`
- * launches), so that the GPU has left its idle clocks before timing. */
-static void warm_up(const run_ctx *c, int warmup) {
+ * launches, but no more than one when a launch alone takes longer), so that
+ * the GPU has left its idle clocks before timing.  Returns the wall time of
+ * one launch in ms. */
+static double warm_up(const run_ctx *c, int warmup) {
   double t0 = fg_now_ms();
-  for (int i = 0; i < warmup || fg_now_ms() - t0 < warmup_ms; ++i) {
-    launch(c, i % c->sets);
-    if (i % 64 == 63) CHECK(fg_cuda(NULL)->cuCtxSynchronize());
-  }
+  launch(c, 0);
   CHECK(fg_cuda(NULL)->cuCtxSynchronize());
+  double one = fg_now_ms() - t0;
+  if (one < warmup_ms) {
+    for (int i = 1; i < warmup || fg_now_ms() - t0 < warmup_ms; ++i) {
+      launch(c, i % c->sets);
+      if (i % 64 == 63) CHECK(fg_cuda(NULL)->cuCtxSynchronize());
+    }
+    CHECK(fg_cuda(NULL)->cuCtxSynchronize());
+  }
+  return one;
 }
+
+/* Times up to `runs` launches, fewer (at least 5) where they would take more
+ * than budget_ms in all. */
+static double budget_ms = 3000;
 
 static timing time_runs(const run_ctx *c, int warmup, int runs) {
   CUevent start, stop;
   CHECK(drv.event_create(&start, 0));
   CHECK(drv.event_create(&stop, 0));
   size_t n = (size_t)c->batch * c->spec->dim;
-  warm_up(c, warmup);
+  double one = warm_up(c, warmup);
+  if (one * runs > budget_ms) runs = one > 0 ? (int)(budget_ms / one) : runs;
+  if (runs < 5) runs = 5;
   double *t = malloc(sizeof(double) * runs);
   for (int i = 0; i < runs; ++i) {
     CHECK(drv.memset32(c->x, 0x7fc00000u, n)); /* poison: NaN */
@@ -239,7 +255,14 @@ static timing time_runs(const run_ctx *c, int warmup, int runs) {
   qsort(t, runs, sizeof *t, cmp_double);
   timing r = {t[runs / 2], t[0], t[runs - 1]};
   free(t);
+  drv.event_destroy(start);
+  drv.event_destroy(stop);
   return r;
+}
+
+static double flops_per_sample(const flowgen_spec *s) {
+  double D = s->dim, H = flowgen_spec_hidden(s);
+  return 2.0 * s->steps * ((D + 1) * H + H * H + H * D);
 }
 
 /* Relative L2 error of the last run's output (input set `set`) on up to
@@ -258,7 +281,12 @@ static double check_output(const run_ctx *c, const flowrt_weights *w,
       free(x);
       return NAN;
     }
-  int64_t rows = c->batch < 256 ? c->batch : 256, stride = c->batch / rows;
+  /* At most 256 rows, and no more than about 2e10 flop of reference. */
+  int64_t rows = (int64_t)(2e10 / flops_per_sample(c->spec));
+  if (rows > 256) rows = 256;
+  if (rows < 8) rows = 8;
+  if (rows > c->batch) rows = c->batch;
+  int64_t stride = c->batch / rows;
   float *sub0 = malloc(rows * D * 4);
   double *ref = malloc(rows * D * 8);
   for (int64_t r = 0; r < rows; ++r)
@@ -287,11 +315,6 @@ typedef struct options {
   int64_t batches[32];
   int batch_count;
 } options;
-
-static double flops_per_sample(const flowgen_spec *s) {
-  double D = s->dim, H = flowgen_spec_hidden(s);
-  return 2.0 * s->steps * ((D + 1) * H + H * H + H * D);
-}
 
 static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
                         json_t *results) {
@@ -332,7 +355,8 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
     run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL};
     timing tb = {NAN, NAN, NAN};
     double berr = NAN;
-    if (batch <= 4096) { /* the baseline takes seconds per run beyond */
+    /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop. */
+    if (flops_per_sample(&spec) * batch <= 2e12) {
       tb = time_runs(&b, 2, o->quick ? 5 : (batch >= 4096 ? 10 : 30));
       berr = check_output(&b, w, host, 2);
     }

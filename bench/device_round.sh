@@ -1,23 +1,64 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
-# build/): the GPU tests, then the benchmarks.  Results land in $OUT (or
-# ./device-out).  Usage: sh bench/device_round.sh [tests|bench|all]
+# build/).  Results land in $OUT (or ./device-out).
+# usage: sh bench/device_round.sh [tests|sanitize|bench|sweep|digits|all]...
+#   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
+#             over build/sanitize (every strategy of a few shapes)
+#   bench     build/bench and PyTorch on the default shapes and batches
+#   sweep     fp32 against PyTorch over D x H x B (bench/compare.py)
+#   digits    the built-in digits model sampled on the GPU, then evaluated
+#   all       each of the above
 set -u
-what=${1:-all}
 out=${OUT:-device-out}
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+[ $# -gt 0 ] || set -- all
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
+have_torch() { python3 -c 'import torch' 2>/dev/null; }
 status=0
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
-    sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
-  grep -E '^# |FAILED|tests:' "$out/tests.log" | tail -60
-fi
-if { [ "$what" = bench ] || [ "$what" = all ]; } && [ -x build/bench ]; then
-  build/bench --json "$out/bench.json" | tee "$out/bench.txt" || status=1
-  if python3 -c 'import torch' 2>/dev/null; then
-    python3 bench/pytorch_baseline.py --json "$out/pytorch.json" | tee "$out/pytorch.txt" || status=1
-  fi
-fi
+for what in "$@"; do
+  case $what in
+  all) set -- tests sanitize bench sweep digits ;;
+  esac
+done
+for what in "$@"; do
+  case $what in
+  tests)
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
+      sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
+    grep -E '^# |FAILED|tests:' "$out/tests.log" | tail -80 ;;
+  sanitize)
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck synccheck initcheck; do
+      if "$cs" --tool $tool --error-exitcode 1 build/sanitize > "$out/sanitize-$tool.log" 2>&1; then
+        echo "sanitize: $tool clean"
+      else
+        echo "sanitize: $tool FAILED"; status=1
+      fi
+      tail -n 3 "$out/sanitize-$tool.log"
+    done ;;
+  bench)
+    build/bench --json "$out/bench.json" | tee "$out/bench.txt" || status=1
+    if have_torch; then
+      python3 bench/pytorch_baseline.py --json "$out/pytorch.json" | tee "$out/pytorch.txt" || status=1
+    fi ;;
+  sweep)
+    shapes="2,2,32;2,8,32;16,16,32;16,64,32;64,64,32;64,256,32;128,128,32;128,512,32"
+    shapes="$shapes;512,512,32;512,2048,32;1024,1024,32;1024,4096,32"
+    batches=1,64,4096,65536
+    build/bench --shapes "$shapes" --batches $batches --json "$out/sweep.json" \
+      > "$out/sweep.txt" || status=1
+    if have_torch; then
+      python3 bench/pytorch_baseline.py --shapes "$shapes" --batches $batches \
+        --json "$out/sweep-pytorch.json" > "$out/sweep-pytorch.txt" || status=1
+      python3 bench/compare.py "$out/sweep.json" "$out/sweep-pytorch.json" | tee "$out/sweep-compare.txt"
+    fi ;;
+  digits)
+    build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
+    build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
+    (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
+  *) echo "device_round.sh: unknown part '$what'" >&2; exit 2 ;;
+  esac
+done
 exit $status

@@ -27,19 +27,27 @@ def integrate(velocity, x, steps):
     return x
 
 
-def time_ms(fn, runs, warmup_runs=5, warmup_ms=200.0):
+def time_ms(fn, runs, warmup_runs=5, warmup_ms=200.0, budget_ms=3000.0):
+    """Median, min and max of `runs` timed calls (fewer, at least 5, where
+    they would take more than budget_ms), after a warm-up of warmup_ms."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    # Warm up until the GPU has left its idle clocks.
     begin = torch.cuda.Event(enable_timing=True)
     begin.record()
-    i = 0
-    while True:
+    fn()
+    stop.record()
+    stop.synchronize()
+    one = begin.elapsed_time(stop)
+    i = 1
+    # Warm up until the GPU has left its idle clocks.
+    while one < warmup_ms:
         fn()
         i += 1
         stop.record()
         stop.synchronize()
         if i >= warmup_runs and begin.elapsed_time(stop) >= warmup_ms:
             break
+    if one * runs > budget_ms:
+        runs = max(5, int(budget_ms / one))
     times = []
     for _ in range(runs):
         start.record()

@@ -1,0 +1,131 @@
+/* Every strategy once, for compute-sanitizer: for a few shapes and solvers,
+ * each variant the planner emits is launched at the smallest batch it
+ * serves and at an odd batch inside its range, and its output is compared
+ * with the fp64 reference.  Small on purpose: under racecheck a launch runs
+ * orders of magnitude slower.
+ *
+ * usage: compute-sanitizer --tool memcheck|racecheck|synccheck|initcheck \
+ *          --error-exitcode 1 build/sanitize
+ * exit status: 0 when every output matches, 1 otherwise.
+ */
+#include "flowrt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float uniform(float scale) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((2.0 * (double)(rng >> 11) / 9007199254740992.0 - 1.0) * scale);
+}
+
+static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weights *w,
+                 const char *strategy, int64_t batch) {
+  size_t n = (size_t)batch * spec->dim;
+  float *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
+  int64_t rows = batch < 16 ? batch : 16, stride = batch / rows;
+  float *sub = malloc((size_t)rows * spec->dim * sizeof *sub);
+  double *ref = malloc((size_t)rows * spec->dim * sizeof *ref);
+  flowgen_error err;
+  int bad = 1;
+  if (!x0 || !x || !sub || !ref) {
+    fprintf(stderr, "sanitize: out of memory\n");
+    goto done;
+  }
+  for (size_t i = 0; i < n; ++i) x0[i] = uniform(2.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = NAN;
+  if (flowrt_sample_host(s, x0, x, batch, &err)) {
+    fprintf(stderr, "sanitize: %s\n", err.message);
+    goto done;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    memcpy(sub + r * spec->dim, x0 + r * stride * spec->dim, spec->dim * sizeof *sub);
+  if (flowrt_reference_f64(spec, w, sub, ref, rows, &err)) {
+    fprintf(stderr, "sanitize: %s\n", err.message);
+    goto done;
+  }
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int d = 0; d < spec->dim; ++d) {
+      double diff = x[(size_t)r * stride * spec->dim + d] - ref[r * spec->dim + d];
+      num += diff * diff;
+      den += ref[r * spec->dim + d] * ref[r * spec->dim + d];
+    }
+  for (size_t i = 0; i < n; ++i)
+    if (isnan(x[i])) num = INFINITY;
+  double e = sqrt(num / (den > 0 ? den : 1));
+  bad = !(e <= 1e-6);
+  printf("%-8s D=%-4d H=%-4d S=%-3d %-16s B=%-6lld relerr %.2e%s\n",
+         flowgen_solver_name(spec->solver), spec->dim, spec->hidden, spec->steps, strategy,
+         (long long)batch, e, bad ? "  FAILED" : "");
+done:
+  free(x0);
+  free(x);
+  free(sub);
+  free(ref);
+  return bad;
+}
+
+int main(void) {
+  static const struct {
+    int dim, hidden, steps;
+    flowgen_solver solver;
+  } cases[] = {
+      {64, 256, 4, FLOWGEN_SOLVER_EULER}, {64, 256, 2, FLOWGEN_SOLVER_RK4},
+      {3, 12, 5, FLOWGEN_SOLVER_EULER},   {17, 68, 3, FLOWGEN_SOLVER_HEUN},
+      {32, 128, 3, FLOWGEN_SOLVER_MIDPOINT},
+  };
+  flowgen_error err;
+  flowrt_runtime *rt = NULL;
+  flowrt_options opts = {.disk_cache = 0};
+  if (flowrt_open(&opts, &rt, &err)) {
+    fprintf(stderr, "sanitize: %s\n", err.message);
+    return 1;
+  }
+  int failures = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    spec.dim = cases[c].dim;
+    spec.hidden = cases[c].hidden;
+    spec.steps = cases[c].steps;
+    spec.solver = cases[c].solver;
+    flowrt_weights *w = NULL;
+    if (flowrt_weights_alloc(spec.dim, spec.hidden, &w, &err)) {
+      fprintf(stderr, "sanitize: %s\n", err.message);
+      return 1;
+    }
+    float s1 = 1 / sqrtf(spec.dim + 1.0f), s2 = 1 / sqrtf((float)spec.hidden);
+    size_t D = spec.dim, H = spec.hidden;
+    for (size_t i = 0; i < H * (D + 1); ++i) w->w1[i] = uniform(s1);
+    for (size_t i = 0; i < H; ++i) w->b1[i] = uniform(s1);
+    for (size_t i = 0; i < H * H; ++i) w->w2[i] = uniform(s2);
+    for (size_t i = 0; i < H; ++i) w->b2[i] = uniform(s2);
+    for (size_t i = 0; i < D * H; ++i) w->w3[i] = uniform(s2);
+    for (size_t i = 0; i < D; ++i) w->b3[i] = uniform(s2);
+    flowrt_sampler *s = NULL;
+    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) {
+      fprintf(stderr, "sanitize: %s\n", err.message);
+      return 1;
+    }
+    const flowgen_kernel *k = flowrt_sampler_kernel(s);
+    for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+      const flowgen_variant *v = flowgen_kernel_variant(k, i);
+      int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
+      int64_t hi = v->max_batch >= 0 ? v->max_batch : lo + 2 * v->rows_per_block + 3;
+      failures += check(s, &spec, w, v->strategy, lo);
+      int64_t odd = (lo + hi) / 2 | 1;
+      if (odd > hi) odd = hi;
+      if (odd != lo) failures += check(s, &spec, w, v->strategy, odd);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+  flowrt_close(rt);
+  printf("sanitize: %d failed\n", failures);
+  return failures ? 1 : 0;
+}
