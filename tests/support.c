@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,26 @@ void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale) {
     double u = (double)(s >> 11) / 9007199254740992.0; /* [0, 1) */
     out[i] = (float)((2.0 * u - 1.0) * scale);
   }
+}
+
+int fg_test_log_uniform(uint64_t *rng, int lo, int hi) {
+  *rng ^= *rng << 13;
+  *rng ^= *rng >> 7;
+  *rng ^= *rng << 17;
+  double u = (double)(*rng >> 11) / 9007199254740992.0;
+  int v = (int)floor(exp(log((double)lo) + u * (log(hi + 1.0) - log((double)lo))));
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+flowgen_spec fg_test_random_spec(uint64_t *rng, int max_dim, int max_hidden,
+                                 int max_steps, int arch) {
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
+                                           FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
+  flowgen_spec spec = fg_test_spec(fg_test_log_uniform(rng, 1, max_dim),
+                                   fg_test_log_uniform(rng, 1, max_hidden),
+                                   fg_test_log_uniform(rng, 1, max_steps), arch);
+  spec.solver = solvers[fg_test_log_uniform(rng, 1, 4) - 1];
+  return spec;
 }
 
 uint64_t fg_test_seed(void) {

@@ -58,6 +58,13 @@ void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale);
 /* A seed that differs between runs unless FLOWGEN_TEST_SEED is set; printed
  * so that a failure can be replayed. */
 uint64_t fg_test_seed(void);
+/* A whole number in [lo, hi], log-uniform (small and large sizes equally
+ * likely), from the xorshift state *rng (never 0). */
+int fg_test_log_uniform(uint64_t *rng, int lo, int hi);
+/* A random shape within the generator's range: D in [1, max_dim], H in
+ * [1, max_hidden], S in [1, max_steps], log-uniform, and a random solver. */
+flowgen_spec fg_test_random_spec(uint64_t *rng, int max_dim, int max_hidden,
+                                 int max_steps, int arch);
 
 /* Runs a shell command, capturing stdout and stderr (malloc()ed) and
  * returning the exit status (or -1). */

@@ -158,6 +158,37 @@ static void test_solvers_match_reference(void **state) {
   }
 }
 
+/* Shapes, solvers and batches drawn afresh on each run (the seed is
+ * printed; FLOWGEN_TEST_SEED replays it): D up to 1024, H up to 4096,
+ * S up to 40 (the steps only repeat the same code). */
+static void test_random_shapes(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  uint64_t seed = fg_test_seed(), rng = seed * 0x9E3779B97F4A7C15ull + 5;
+  for (int i = 0; i < 6; ++i) {
+    flowgen_spec spec = fg_test_random_spec(&rng, 1024, 4096, 40, 90); /* arch: the device's own */
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 1000 + i);
+    flowrt_sampler *s = NULL;
+    flowgen_error err;
+    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    const int64_t batches[] = {fg_test_log_uniform(&rng, 1, 64),
+                               fg_test_log_uniform(&rng, 65, 20000)};
+    /* The fp64 reference on the CPU: no more than about 1e10 flop a batch. */
+    double D = spec.dim, H = spec.hidden, stages[] = {1, 2, 2, 4};
+    double flops = 2 * spec.steps * stages[spec.solver] * ((D + 1) * H + H * H + H * D);
+    int64_t checked = (int64_t)(1e10 / flops);
+    checked = checked < 4 ? 4 : checked > 24 ? 24 : checked;
+    for (int b = 0; b < 2; ++b) {
+      double e = check_sampler(s, &spec, w, batches[b], checked, seed + b);
+      printf("# random D=%d H=%d S=%d %s B=%lld relerr=%.3e\n", spec.dim, spec.hidden,
+             spec.steps, flowgen_solver_name(spec.solver), (long long)batches[b], e);
+      assert_true(e <= 1e-6);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+}
+
 static void test_zero_batch_and_aliasing(void **state) {
   FG_SKIP_WITHOUT_GPU();
   gpu_fixture *f = *state;
@@ -282,6 +313,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
+      cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_two_samplers_and_cache),

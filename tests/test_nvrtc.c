@@ -237,6 +237,22 @@ static void test_solvers_compile(void **state) {
   }
 }
 
+/* Issue: every shape in range compiles.  Two shapes drawn afresh on each
+ * run (log-uniform over the whole range, a random solver); the seed is
+ * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
+static void test_random_shapes_compile(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  uint64_t rng = fg_test_seed() * 2654435761u + 17;
+  for (int i = 0; i < 2; ++i) {
+    flowgen_spec spec = fg_test_random_spec(&rng, 1024, 4096, 10000, 90);
+    print_message("# random shape D=%d H=%d S=%d %s\n", spec.dim, spec.hidden, spec.steps,
+                  flowgen_solver_name(spec.solver));
+    compile_clean(&spec, false);
+  }
+}
+
 static void test_ptx_target(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -368,6 +384,7 @@ int main(void) {
       cmocka_unit_test(test_host_launcher_compiles),
       cmocka_unit_test(test_default_compile_time),
       cmocka_unit_test(test_solvers_compile),
+      cmocka_unit_test(test_random_shapes_compile),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),
