@@ -9,7 +9,8 @@
  * relative L2 norm against the fp64 reference.
  *
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--shapes D,H,S;...]
- *              [--batches B,...]
+ *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
+ *              [--no-startup]
  */
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -314,16 +315,20 @@ typedef struct options {
   int shape_count;
   int64_t batches[32];
   int batch_count;
+  flowgen_precision precisions[8];
+  int precision_count;
+  bool no_startup;
 } options;
 
 static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
-                        json_t *results) {
+                        flowgen_precision precision, json_t *results) {
   const fg_cuda_api *cu = fg_cuda(NULL);
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   spec.dim = shape[0];
   spec.hidden = shape[1];
   spec.steps = shape[2];
+  spec.precision = precision;
   flowrt_weights *w = random_weights(spec.dim, flowgen_spec_hidden(&spec));
   flowrt_sampler *s = NULL;
   FLOWGEN_CHECK(flowrt_sampler_create(rt, &spec, w, &s, ERR));
@@ -356,19 +361,21 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
     timing tb = {NAN, NAN, NAN};
     double berr = NAN;
     /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop. */
-    if (flops_per_sample(&spec) * batch <= 2e12) {
+    if (precision == FLOWGEN_PRECISION_FP32 && flops_per_sample(&spec) * batch <= 2e12) {
       tb = time_runs(&b, 2, o->quick ? 5 : (batch >= 4096 ? 10 : 30));
       berr = check_output(&b, w, host, 2);
     }
-    printf("D=%-4d H=%-4d S=%-4d B=%-8lld %-8s %10.2f us [%9.2f, %9.2f] %8.3f TFLOP/s  "
+    printf("D=%-4d H=%-4d S=%-4d %s B=%-8lld %-11s %10.2f us [%9.2f, %9.2f] %8.3f TFLOP/s  "
            "relerr %.2e | baseline %10.2f us relerr %.2e\n",
-           spec.dim, spec.hidden, spec.steps, (long long)batch, v->strategy, t.median_us,
+           spec.dim, spec.hidden, spec.steps, flowgen_precision_name(precision),
+           (long long)batch, v->strategy, t.median_us,
            t.min_us, t.max_us, tflops, err, tb.median_us, berr);
     fflush(stdout);
     json_array_append_new(
         results, json_pack("{s:i, s:i, s:i, s:I, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
                            "dim", spec.dim, "hidden", spec.hidden, "steps", spec.steps,
-                           "batch", (json_int_t)batch, "precision", "fp32", "strategy",
+                           "batch", (json_int_t)batch, "precision",
+                           flowgen_precision_name(precision), "strategy",
                            v->strategy, "median_us", t.median_us, "min_us", t.min_us,
                            "max_us", t.max_us, "tflops", tflops, "relerr",
                            isnan(err) ? -1.0 : err, "baseline_median_us",
@@ -474,6 +481,8 @@ static void parse(int argc, char **argv, options *o) {
   o->shape_count = 3;
   memcpy(o->batches, default_batches, sizeof default_batches);
   o->batch_count = 6;
+  o->precisions[0] = FLOWGEN_PRECISION_FP32;
+  o->precision_count = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) {
       o->quick = true;
@@ -487,13 +496,28 @@ static void parse(int argc, char **argv, options *o) {
         if (sscanf(p, "%d,%d,%d", &o->shapes[o->shape_count][0],
                    &o->shapes[o->shape_count][1], &o->shapes[o->shape_count][2]) == 3)
           o->shape_count++;
+    } else if (strcmp(argv[i], "--no-startup") == 0) {
+      o->no_startup = true;
+    } else if (strcmp(argv[i], "--precisions") == 0 && i + 1 < argc) {
+      o->precision_count = 0;
+      for (char *p = strtok(argv[++i], ","); p && o->precision_count < 8; p = strtok(NULL, ",")) {
+        flowgen_spec tmp;
+        flowgen_spec_default(&tmp);
+        flowgen_error e;
+        if (flowgen_spec_set(&tmp, "precision", p, &e) != FLOWGEN_OK) {
+          fprintf(stderr, "bench: %s\n", e.message);
+          exit(2);
+        }
+        o->precisions[o->precision_count++] = tmp.precision;
+      }
     } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       o->batch_count = 0;
       for (char *p = strtok(argv[++i], ","); p && o->batch_count < 32; p = strtok(NULL, ","))
         o->batches[o->batch_count++] = atoll(p);
     } else {
       fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] "
-                      "[--shapes D,H,S;...] [--batches B,...]\n");
+                      "[--shapes D,H,S;...] [--batches B,...] "
+                      "[--precisions fp32,tf32,bf16,fp16] [--no-startup]\n");
       exit(2);
     }
   }
@@ -517,9 +541,11 @@ int main(int argc, char **argv) {
   printf("flowgen %s bench on %s (NVRTC %d)\n", FLOWGEN_VERSION, name, flowrt_nvrtc_version());
   json_t *root = json_pack("{s:s, s:s}", "gpu", name, "flowgen", FLOWGEN_VERSION);
   json_t *results = json_array();
-  for (int i = 0; i < o.shape_count; ++i) bench_shape(rt, &o, o.shapes[i], results);
+  for (int i = 0; i < o.shape_count; ++i)
+    for (int p = 0; p < o.precision_count; ++p)
+      bench_shape(rt, &o, o.shapes[i], o.precisions[p], results);
   json_object_set_new(root, "results", results);
-  bench_startup(root);
+  if (!o.no_startup) bench_startup(root);
   if (o.json_path && json_dump_file(root, o.json_path, JSON_INDENT(1) | JSON_SORT_KEYS)) {
     fprintf(stderr, "bench: cannot write %s\n", o.json_path);
     return 1;

@@ -21,16 +21,19 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         print(f"compare.py: {e}", file=sys.stderr)
         sys.exit(2)
-    peer = {(r["dim"], r["hidden"], r["steps"], r["batch"]): r for r in theirs}
+    def key_of(r):
+        return (r["dim"], r["hidden"], r["steps"], r["batch"], r.get("precision", "fp32"))
+
+    peer = {key_of(r): r for r in theirs}
     if markdown:
         print("| D | H | S | B | flowgen µs | strategy | relerr | PyTorch graph µs | eager µs | speed-up |")
         print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     slower = 0
     for r in ours:
-        key = (r["dim"], r["hidden"], r["steps"], r["batch"])
-        if key not in peer:
+        if key_of(r) not in peer:
             continue
-        p = peer[key]
+        p = peer[key_of(r)]
+        key = key_of(r)[:4]
         graph, eager = p["graph_ms"][0] * 1e3, p["eager_ms"][0] * 1e3
         ratio = graph / r["median_us"]
         if ratio <= 1:

@@ -7,6 +7,8 @@
 #             over build/sanitize (every strategy of a few shapes)
 #   bench     build/bench and PyTorch on the default shapes and batches
 #   sweep     fp32 against PyTorch over D x H x B (bench/compare.py)
+#   precisions  every precision at the default shape, B from 1 to 1048576,
+#             and PyTorch in tf32, bf16 and fp16 beside it
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 #   all       each of the above
 set -u
@@ -19,7 +21,7 @@ have_torch() { python3 -c 'import torch' 2>/dev/null; }
 status=0
 for what in "$@"; do
   case $what in
-  all) set -- tests sanitize bench sweep digits ;;
+  all) set -- tests sanitize bench precisions sweep digits ;;
   esac
 done
 for what in "$@"; do
@@ -53,6 +55,18 @@ for what in "$@"; do
       python3 bench/pytorch_baseline.py --shapes "$shapes" --batches $batches \
         --json "$out/sweep-pytorch.json" > "$out/sweep-pytorch.txt" || status=1
       python3 bench/compare.py "$out/sweep.json" "$out/sweep-pytorch.json" | tee "$out/sweep-compare.txt"
+    fi ;;
+  precisions)
+    batches=1,2,4,8,16,32,64,128,256,512,1000,1024,2048,4096,8192,16384,32768,65536
+    batches=$batches,100000,131072,262144,524288,1048576
+    build/bench --precisions fp32,tf32,bf16,fp16 --batches $batches --shapes 64,256,32 \
+      --no-startup --json "$out/precisions.json" > "$out/precisions.txt" || status=1
+    grep -E ' B=(1|8|64|1000|65536|1048576) ' "$out/precisions.txt"
+    if have_torch; then
+      for p in tf32 bf16 fp16; do
+        python3 bench/pytorch_baseline.py --precision $p --batches 8,65536 \
+          --json "$out/pytorch-$p.json" | tee "$out/pytorch-$p.txt" || status=1
+      done
     fi ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

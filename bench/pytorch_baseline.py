@@ -4,6 +4,10 @@ random inputs, output checked against float64).
 
 usage: python3 bench/pytorch_baseline.py [--shapes 64,256,32;...]
                                          [--batches 1,8,...] [--json FILE]
+                                         [--precision fp32|tf32|bf16|fp16]
+
+fp32 runs with TF32 off; tf32 with TF32 matmuls allowed; bf16 and fp16
+run the model and the state in that type (what a PyTorch user would do).
 """
 import argparse
 import json
@@ -58,14 +62,21 @@ def time_ms(fn, runs, warmup_runs=5, warmup_ms=200.0, budget_ms=3000.0):
     return statistics.median(times), min(times), max(times)
 
 
-def bench(dim, hidden, steps, batch, quick):
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+          "fp16": torch.float16}
+
+
+def bench(dim, hidden, steps, batch, quick, precision="fp32"):
     torch.manual_seed(dim * 1000 + hidden + steps)
+    dtype = DTYPES[precision]
     model = make_model(dim, hidden).cuda().eval()
     model64 = make_model(dim, hidden).cuda().double().eval()
     model64.load_state_dict(model.state_dict())
-    sets = [torch.randn(batch, dim, device="cuda") for _ in range(3)]
+    model = model.to(dtype)
+    sets = [torch.randn(batch, dim, device="cuda").to(dtype) for _ in range(3)]
     runs = 10 if quick or batch >= 65536 else 50
-    result = {"dim": dim, "hidden": hidden, "steps": steps, "batch": batch}
+    result = {"dim": dim, "hidden": hidden, "steps": steps, "batch": batch,
+              "precision": precision}
     with torch.no_grad():
         ref = integrate(model64, sets[0].double(), steps)
         out = integrate(model, sets[0], steps)
@@ -106,17 +117,18 @@ def main():
     parser.add_argument("--batches", default="1,8,64,1000,4096,65536")
     parser.add_argument("--json")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--precision", choices=sorted(DTYPES), default="fp32")
     args = parser.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()} (fp32, TF32 off)")
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()} ({args.precision})")
     results = []
     for shape in args.shapes.split(";"):
         dim, hidden, steps = (int(v) for v in shape.split(","))
         for batch in (int(b) for b in args.batches.split(",")):
-            r = bench(dim, hidden, steps, batch, args.quick)
+            r = bench(dim, hidden, steps, batch, args.quick, args.precision)
             results.append(r)
-            print(f"D={dim:<4} H={hidden:<4} S={steps:<4} B={batch:<8} "
+            print(f"D={dim:<4} H={hidden:<4} S={steps:<4} {args.precision} B={batch:<8} "
                   f"eager {r['eager_ms'][0] * 1e3:10.1f} us   graph {r['graph_ms'][0] * 1e3:10.1f} us"
                   f"   relerr {r['relerr']:.2e}", flush=True)
     if args.json:

@@ -24,7 +24,7 @@ static float uniform(float scale) {
 }
 
 static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weights *w,
-                 const char *strategy, int64_t batch) {
+                 const char *strategy, int64_t batch, double tolerance) {
   size_t n = (size_t)batch * spec->dim;
   float *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
   int64_t rows = batch < 16 ? batch : 16, stride = batch / rows;
@@ -58,9 +58,10 @@ static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weigh
   for (size_t i = 0; i < n; ++i)
     if (isnan(x[i])) num = INFINITY;
   double e = sqrt(num / (den > 0 ? den : 1));
-  bad = !(e <= 1e-6);
-  printf("%-8s D=%-4d H=%-4d S=%-3d %-16s B=%-6lld relerr %.2e%s\n",
-         flowgen_solver_name(spec->solver), spec->dim, spec->hidden, spec->steps, strategy,
+  bad = !(e <= tolerance);
+  printf("%s %-8s D=%-4d H=%-4d S=%-3d %-16s B=%-6lld relerr %.2e%s\n",
+         flowgen_precision_name(spec->precision), flowgen_solver_name(spec->solver), spec->dim,
+         spec->hidden, spec->steps, strategy,
          (long long)batch, e, bad ? "  FAILED" : "");
 done:
   free(x0);
@@ -74,10 +75,17 @@ int main(void) {
   static const struct {
     int dim, hidden, steps;
     flowgen_solver solver;
+    flowgen_precision precision;
+    double tolerance;
   } cases[] = {
-      {64, 256, 4, FLOWGEN_SOLVER_EULER}, {64, 256, 2, FLOWGEN_SOLVER_RK4},
-      {3, 12, 5, FLOWGEN_SOLVER_EULER},   {17, 68, 3, FLOWGEN_SOLVER_HEUN},
-      {32, 128, 3, FLOWGEN_SOLVER_MIDPOINT},
+      {64, 256, 4, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-6},
+      {64, 256, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-6},
+      {3, 12, 5, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-6},
+      {17, 68, 3, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP32, 1e-6},
+      {32, 128, 3, FLOWGEN_SOLVER_MIDPOINT, FLOWGEN_PRECISION_FP32, 1e-6},
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_BF16, 1e-2},
+      {3, 100, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},
+      {33, 130, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP16, 1e-2},
   };
   flowgen_error err;
   flowrt_runtime *rt = NULL;
@@ -94,6 +102,7 @@ int main(void) {
     spec.hidden = cases[c].hidden;
     spec.steps = cases[c].steps;
     spec.solver = cases[c].solver;
+    spec.precision = cases[c].precision;
     flowrt_weights *w = NULL;
     if (flowrt_weights_alloc(spec.dim, spec.hidden, &w, &err)) {
       fprintf(stderr, "sanitize: %s\n", err.message);
@@ -117,10 +126,10 @@ int main(void) {
       const flowgen_variant *v = flowgen_kernel_variant(k, i);
       int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
       int64_t hi = v->max_batch >= 0 ? v->max_batch : lo + 2 * v->rows_per_block + 3;
-      failures += check(s, &spec, w, v->strategy, lo);
+      failures += check(s, &spec, w, v->strategy, lo, cases[c].tolerance);
       int64_t odd = (lo + hi) / 2 | 1;
       if (odd > hi) odd = hi;
-      if (odd != lo) failures += check(s, &spec, w, v->strategy, odd);
+      if (odd != lo) failures += check(s, &spec, w, v->strategy, odd, cases[c].tolerance);
     }
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);

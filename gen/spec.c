@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char *const solver_names[] = {"euler", "midpoint", "heun", "rk4"};
-static const char *const precision_names[] = {"fp32"};
+static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* The default hidden width 4 * dim is always in range. */

@@ -79,7 +79,10 @@ typedef enum flowgen_solver {
 } flowgen_solver;
 
 typedef enum flowgen_precision {
-  FLOWGEN_PRECISION_FP32 = 0,  /* exact fp32 FMA */
+  FLOWGEN_PRECISION_FP32 = 0,  /* fp32 products (FMA, or tf32x3 on the matrix units) */
+  FLOWGEN_PRECISION_TF32,      /* matrix units, tf32 operands, fp32 accumulation */
+  FLOWGEN_PRECISION_BF16,      /* matrix units, bf16 operands, fp32 accumulation */
+  FLOWGEN_PRECISION_FP16,      /* matrix units, fp16 operands, fp32 accumulation */
 } flowgen_precision;
 
 /* Accepted ranges (inclusive). */

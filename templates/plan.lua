@@ -33,8 +33,19 @@ local function shared_limit(arch)
 end
 
 -- Packed weight layout shared by every variant (see file.cut): each segment
--- starts on a 16-byte boundary so kernels can load it as float4.
-local function params_layout(D, H)
+-- starts on a 16-byte boundary so kernels can load it as float4.  With a
+-- matrix-unit kind, copies of the three weight matrices for mma.cut follow
+-- (w1m, w2m, w3m: inputs x outputs, rows padded to 16 bytes; 16-bit
+-- elements for bf16 and fp16, tf32-rounded fp32 for tf32, fp32 for tf32x3).
+local function mma_element_bytes(kind) return (kind == "bf16" or kind == "fp16") and 2 or 4 end
+
+-- Whether mma.cut can read the fp32 matrices themselves (tf32x3, rows of a
+-- multiple of 4 floats): then there is no copy.
+local function mma_reads_fp32(kind, D, H)
+  return kind == "tf32x3" and D % 4 == 0 and H % 4 == 0
+end
+
+local function params_layout(D, H, mma_kind)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -44,6 +55,14 @@ local function params_layout(D, H)
     {"w3t", H * D, "W3 transposed: [H][D]"},
     {"b3", D, "bias of layer 3"},
   }
+  if mma_kind and not mma_reads_fp32(mma_kind, D, H) then
+    local es = mma_element_bytes(mma_kind)
+    local function ld(n) return round_up(n, 16 // es) end
+    local what = mma_kind .. " copy of W%d transposed: [%d][%d], rows of %d"
+    segments[#segments + 1] = {"w1m", D * ld(H) * es // 4, string.format(what, 1, D, H, ld(H))}
+    segments[#segments + 1] = {"w2m", H * ld(H) * es // 4, string.format(what, 2, H, H, ld(H))}
+    segments[#segments + 1] = {"w3m", H * ld(D) * es // 4, string.format(what, 3, H, D, ld(D))}
+  end
   local offset, out = 0, {}
   for i, s in ipairs(segments) do
     out[i] = {name = s[1], offset = offset, count = s[2], what = s[3]}
@@ -170,6 +189,61 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   }
 end
 
+-- Matrix-unit strategy (mma.cut): as tiled, with the products on mma.sync.
+-- 8 warps side by side over each layer's outputs, each with m_tiles tiles
+-- of 16 rows (so rows = 16 m_tiles) and up to 4 tiles of 8 columns.
+-- Returns nil before sm_80 or where the activations do not fit.
+local function mma_layer(inputs, outputs, warps_n)
+  local n_tiles = math.max(1, math.min(4, (outputs + 8 * warps_n - 1) // (8 * warps_n)))
+  return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
+end
+
+local function mma(spec, params_floats, kind, max_rows, suffix)
+  if spec.arch < 80 then return nil end
+  local D, H = spec.dim, spec.hidden
+  local es = mma_element_bytes(kind)
+  -- Row strides: 4 (tf32: scalar fragment loads) or 8 (16-bit: float2
+  -- loads) floats past a multiple of 32 spread a fragment over all banks.
+  local pad = es == 2 and 8 or 4
+  local x_stride, h_stride = round_up(D, 32) + pad, round_up(H, 32) + pad
+  local warps_n, threads = 8, 256
+  local layers = {mma_layer(D, H, warps_n), mma_layer(H, H, warps_n), mma_layer(H, D, warps_n)}
+  local cols = 0
+  for _, l in ipairs(layers) do cols = math.max(cols, l.cols) end
+  local multi = #solvers[spec.solver].c > 1
+  local function bytes(rows, chunk)
+    local floats = rows * (x_stride + 2 * h_stride + (multi and 2 * x_stride or 0))
+        + (multi and 5 or 3) * chunk
+    return 4 * floats + 2 * chunk * (cols + 8) * es
+  end
+  local limit = shared_limit(spec.arch)
+  local rows, chunk = max_rows, 32
+  while chunk > 16 and bytes(rows, chunk) > limit do chunk = chunk // 2 end
+  while rows > 16 and bytes(rows, chunk) > limit do rows = rows // 2 end
+  if bytes(rows, chunk) > limit then return nil end
+  local name = "mma" .. suffix
+  return {
+    strategy = name,
+    namespace = name,
+    template = "mma.cut",
+    symbol = spec.symbol .. "_" .. name,
+    pack_symbol = spec.symbol .. "_pack",
+    min_batch = 0, max_batch = -1,
+    block_threads = threads,
+    rows_per_block = rows,
+    cluster_blocks = 1,
+    shared_bytes = bytes(rows, chunk),
+    params_bytes = 4 * params_floats,
+    pack_threads = 256,
+    mma = kind,
+    weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
+    m_tiles = rows // 16, warps_n = warps_n,
+    x_stride = x_stride, h_stride = h_stride,
+    chunk = chunk, tile_cols = cols,
+    layers = layers,
+  }
+end
+
 -- A --tune number: a whole number from 0 to TUNE_MAX, so that the batch
 -- ranges and shared-memory sizes computed from it cannot overflow.
 local TUNE_MAX = 1 << 20
@@ -194,21 +268,33 @@ local function list_of_ints(key, text, default)
   return out
 end
 
+-- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
+-- accuracy) for large batches, where it beats the FMA kernel.
+local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
+
+-- Blocks an H100/H200 runs at once (132 SMs, one block each).
+local SMS = 132
+
 return function(spec)
-  if spec.precision ~= "fp32" then
-    refuse("precision " .. spec.precision .. " has no strategy yet")
-  end
   local solver = solvers[spec.solver]
   if not solver then refuse("solver " .. spec.solver .. " has no tableau") end
+  if not mma_kinds[spec.precision] then
+    refuse("precision " .. spec.precision .. " has no strategy")
+  end
   -- spec.tune: planner overrides from FLOWGEN_TUNE ("cluster=16,rows=1:4"),
   -- for experiments and benchmarks.
   local tune = spec.tune
-  local segments, params_floats = params_layout(spec.dim, spec.hidden)
+  -- The matrix-unit kernel, where the shape and arch allow it (mma=0: never).
+  local mma_kind = tune.mma ~= "0" and tune.strategy ~= "tiled" and mma_kinds[spec.precision] or nil
+  -- fp32 on the matrix units pays where a layer has outputs for every warp.
+  if mma_kind == "tf32x3" and spec.hidden < 64 then mma_kind = nil end
+  if mma_kind and not mma(spec, 0, mma_kind, 64, "") then mma_kind = nil end
+  local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
   -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
-  -- 32 take two; of 8 blocks, 8 clusters).
+  -- 32 take two; of 8 blocks, 8 clusters).  fp32 in every precision.
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
@@ -228,25 +314,45 @@ return function(spec)
       end
     end
   end
-  -- Beyond: the tiled kernel, with 8 samples per block while that still
-  -- fills the GPU's 132 SMs once, then 32 (more reuse of each weight read).
-  local few = tiled(spec, params_floats, 8, "8")
-  local many = tiled(spec, params_floats, 32, "")
   local first = covered > 0 and covered + 1 or 0
-  if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
-    few.min_batch = first
-    few.max_batch = math.max(first, few.rows_per_block * 132)
-    variants[#variants + 1] = few
-    first = few.max_batch + 1
+  local function add(v, max_batch)
+    v.min_batch, v.max_batch = first, max_batch and math.max(first, max_batch) or -1
+    variants[#variants + 1] = v
+    first = v.max_batch + 1
   end
-  many.min_batch = first
-  if #variants > 0 then variants[1].min_batch = 0 end
-  variants[#variants + 1] = many
+  if mma_kind and spec.precision ~= "fp32" then
+    -- tf32, bf16, fp16: the matrix-unit kernel, 16 samples per block while
+    -- that fills the GPU once, then up to 64.
+    local few, many = mma(spec, params_floats, mma_kind, 16, "16"),
+        mma(spec, params_floats, mma_kind, 64, "")
+    if few.rows_per_block < many.rows_per_block then add(few, few.rows_per_block * SMS) end
+    add(many)
+  else
+    -- fp32 (and the other precisions where the matrix-unit kernel does not
+    -- fit): the tiled FMA kernel, with 8 samples per block while that
+    -- fills the GPU once, then 32 (more reuse of each weight read); fp32 on
+    -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
+    local few = tiled(spec, params_floats, 8, "8")
+    local many = tiled(spec, params_floats, 32, "")
+    local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "")
+    if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
+      add(few, few.rows_per_block * SMS)
+    end
+    if x3 then
+      add(many, x3.rows_per_block * SMS)
+      add(x3)
+    else
+      add(many)
+    end
+  end
+  variants[1].min_batch = 0
   return {
     template = "file.cut",
     solver = solver,
     params = segments,
     params_floats = params_floats,
+    mma_kind = mma_kind,
+    mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
     variants = variants,
   }
 end

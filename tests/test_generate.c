@@ -252,11 +252,15 @@ static void test_kernel_symbols(void **state) {
     for (int j = 0; j < i; ++j)
       assert_string_not_equal(v->symbol, flowgen_kernel_variant(k, j)->symbol);
   }
-  /* The general strategy serves any batch. */
+  /* The general strategy; the largest batches on the matrix units. */
   const flowgen_variant *tiled = find_strategy(k, "tiled");
   assert_non_null(tiled);
   assert_string_equal(tiled->symbol, "flow_d64_h256_s32_fp32_tiled");
-  assert_int_equal(tiled->max_batch, -1);
+  const flowgen_variant *mma = find_strategy(k, "mma");
+  assert_non_null(mma);
+  assert_string_equal(mma->symbol, "flow_d64_h256_s32_fp32_mma");
+  assert_int_equal(mma->min_batch, tiled->max_batch + 1);
+  assert_int_equal(mma->max_batch, -1);
   assert_false(has_kernel(src, "flow_d64_h256_s32_fp32"));
   assert_null(flowgen_kernel_variant(k, n));
   assert_null(flowgen_kernel_variant(k, -1));
@@ -372,7 +376,13 @@ static void test_variants_are_consistent(void **state) {
         assert_true(v->rows_per_block >= 1);
         assert_true(v->cluster_blocks >= 1);
         assert_true(v->pack_threads >= 1 && v->pack_threads <= 1024);
-        assert_int_equal(v->params_bytes, 4 * params_floats((size_t)d, (size_t)h));
+        /* One packed buffer for all: the fp32 layout, and where a variant
+         * runs on the matrix units, perhaps copies for it after that. */
+        assert_int_equal(v->params_bytes, flowgen_kernel_variant(k, 0)->params_bytes);
+        if (!find_strategy(k, "mma") && !find_strategy(k, "mma16"))
+          assert_int_equal(v->params_bytes, 4 * params_floats((size_t)d, (size_t)h));
+        else
+          assert_true(v->params_bytes >= 4 * params_floats((size_t)d, (size_t)h));
         /* The tiled kernel keeps x, h1 and h2 for each row in shared
          * memory (rows padded to 4 floats). */
         if (strcmp(v->strategy, "tiled") == 0) {

@@ -158,6 +158,45 @@ static void test_solvers_match_reference(void **state) {
   }
 }
 
+/* Every precision and strategy against the fp64 reference at the
+ * precision's tolerance, with batches at and past each variant's edges. */
+static void test_precisions_match_reference(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const struct {
+    flowgen_precision precision;
+    double tolerance;
+  } precisions[] = {{FLOWGEN_PRECISION_FP32, 1e-6}, {FLOWGEN_PRECISION_TF32, 1e-4},
+                    {FLOWGEN_PRECISION_BF16, 1e-2}, {FLOWGEN_PRECISION_FP16, 1e-2}};
+  static const int shapes[][3] = {{64, 256, 8}, {3, 100, 5}, {33, 130, 3}};
+  uint64_t seed = fg_test_seed();
+  for (size_t p = 0; p < sizeof precisions / sizeof *precisions; ++p)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
+      flowgen_spec spec = make_spec(shapes[i][0], shapes[i][1], shapes[i][2]);
+      spec.precision = precisions[p].precision;
+      if (i == 2) spec.solver = FLOWGEN_SOLVER_HEUN;
+      flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 10 * i + p);
+      flowrt_sampler *s = NULL;
+      flowgen_error err;
+      if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+      const flowgen_kernel *k = flowrt_sampler_kernel(s);
+      for (int vi = 0; vi < flowgen_kernel_variant_count(k); ++vi) {
+        const flowgen_variant *v = flowgen_kernel_variant(k, vi);
+        int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
+        int64_t batches[] = {lo, v->max_batch >= 0 ? v->max_batch : lo + 3 * v->rows_per_block + 5};
+        for (int b = 0; b < 2; ++b) {
+          double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+          printf("# %s D=%d H=%d S=%d %s %s B=%lld relerr=%.3e\n",
+                 flowgen_precision_name(spec.precision), spec.dim, spec.hidden, spec.steps,
+                 flowgen_solver_name(spec.solver), v->strategy, (long long)batches[b], e);
+          assert_true(e <= precisions[p].tolerance);
+        }
+      }
+      flowrt_sampler_destroy(s);
+      flowrt_weights_free(w);
+    }
+}
+
 /* Shapes, solvers and batches drawn afresh on each run (the seed is
  * printed; FLOWGEN_TEST_SEED replays it): D up to 1024, H up to 4096,
  * S up to 40 (the steps only repeat the same code). */
@@ -314,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
       cmocka_unit_test(test_random_shapes),
+      cmocka_unit_test(test_precisions_match_reference),
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_two_samplers_and_cache),

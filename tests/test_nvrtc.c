@@ -237,6 +237,32 @@ static void test_solvers_compile(void **state) {
   }
 }
 
+/* Every precision: the matrix-unit variants (and the fp32 ones beside
+ * them) compile clean, for shapes with and without padded copies. */
+static void test_precisions_compile(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const int shapes[][3] = {{64, 256, 4}, {3, 100, 5}, {33, 130, 2}};
+  static const flowgen_precision precisions[] = {FLOWGEN_PRECISION_TF32, FLOWGEN_PRECISION_BF16,
+                                                 FLOWGEN_PRECISION_FP16};
+  for (size_t p = 0; p < sizeof precisions / sizeof *precisions; ++p)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
+      flowgen_spec spec = fg_test_spec(shapes[i][0], shapes[i][1], shapes[i][2], 90);
+      spec.precision = precisions[p];
+      if (i == 2) spec.solver = FLOWGEN_SOLVER_RK4;
+      compile_clean(&spec, false);
+    }
+  /* fp32 with copies for tf32x3 (D not a multiple of 4), and sm_80. */
+  flowgen_spec spec = fg_test_spec(3, 100, 5, 90);
+  compile_clean(&spec, false);
+  if (arch_supported(80)) {
+    spec = fg_test_spec(64, 256, 4, 80);
+    spec.precision = FLOWGEN_PRECISION_BF16;
+    compile_clean(&spec, false);
+  }
+}
+
 /* Issue: every shape in range compiles.  Two shapes drawn afresh on each
  * run (log-uniform over the whole range, a random solver); the seed is
  * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
@@ -385,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_default_compile_time),
       cmocka_unit_test(test_solvers_compile),
       cmocka_unit_test(test_random_shapes_compile),
+      cmocka_unit_test(test_precisions_compile),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),

@@ -122,7 +122,10 @@ static const set_case set_cases[] = {
     {"solver", "Euler", FLOWGEN_INVALID, "--solver: unknown value 'Euler'", 0},
     {"solver", "", FLOWGEN_INVALID, "--solver", 0},
     {"precision", "fp32", FLOWGEN_OK, NULL, FLOWGEN_PRECISION_FP32},
-    {"precision", "fp8", FLOWGEN_INVALID, "--precision: unknown value 'fp8' (accepted: fp32)", 0},
+    {"precision", "tf32", FLOWGEN_OK, NULL, FLOWGEN_PRECISION_TF32},
+    {"precision", "bf16", FLOWGEN_OK, NULL, FLOWGEN_PRECISION_BF16},
+    {"precision", "fp16", FLOWGEN_OK, NULL, FLOWGEN_PRECISION_FP16},
+    {"precision", "fp8", FLOWGEN_INVALID, "--precision: unknown value 'fp8' (accepted: fp32, tf32, bf16, fp16)", 0},
     {"precision", "fp32 ", FLOWGEN_INVALID, "--precision", 0},
     /* arch: sm_XY, 75 or newer */
     {"arch", "sm_90", FLOWGEN_OK, NULL, 90},
