@@ -141,7 +141,7 @@ local function tiled(spec, params_floats, max_rows, suffix)
     symbol = spec.symbol .. "_" .. name,
     pack_symbol = spec.symbol .. "_pack",
     min_batch = 0, max_batch = -1,
-    block_threads = threads,
+    block_threads = 256,
     rows_per_block = rows,
     cluster_blocks = 1,
     shared_bytes = shared,
@@ -189,61 +189,6 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   }
 end
 
--- Matrix-unit strategy (mma.cut): as tiled, with the products on mma.sync.
--- 8 warps side by side over each layer's outputs, each with m_tiles tiles
--- of 16 rows (so rows = 16 m_tiles) and up to 4 tiles of 8 columns.
--- Returns nil before sm_80 or where the activations do not fit.
-local function mma_layer(inputs, outputs, warps_n)
-  local n_tiles = math.max(1, math.min(4, (outputs + 8 * warps_n - 1) // (8 * warps_n)))
-  return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
-end
-
-local function mma(spec, params_floats, kind, max_rows, suffix)
-  if spec.arch < 80 then return nil end
-  local D, H = spec.dim, spec.hidden
-  local es = mma_element_bytes(kind)
-  -- Row strides: 4 (tf32: scalar fragment loads) or 8 (16-bit: float2
-  -- loads) floats past a multiple of 32 spread a fragment over all banks.
-  local pad = es == 2 and 8 or 4
-  local x_stride, h_stride = round_up(D, 32) + pad, round_up(H, 32) + pad
-  local warps_n, threads = 8, 256
-  local layers = {mma_layer(D, H, warps_n), mma_layer(H, H, warps_n), mma_layer(H, D, warps_n)}
-  local cols = 0
-  for _, l in ipairs(layers) do cols = math.max(cols, l.cols) end
-  local multi = #solvers[spec.solver].c > 1
-  local function bytes(rows, chunk)
-    local floats = rows * (x_stride + 2 * h_stride + (multi and 2 * x_stride or 0))
-        + (multi and 5 or 3) * chunk
-    return 4 * floats + 2 * chunk * (cols + 8) * es
-  end
-  local limit = shared_limit(spec.arch)
-  local rows, chunk = max_rows, 32
-  while chunk > 16 and bytes(rows, chunk) > limit do chunk = chunk // 2 end
-  while rows > 16 and bytes(rows, chunk) > limit do rows = rows // 2 end
-  if bytes(rows, chunk) > limit then return nil end
-  local name = "mma" .. suffix
-  return {
-    strategy = name,
-    namespace = name,
-    template = "mma.cut",
-    symbol = spec.symbol .. "_" .. name,
-    pack_symbol = spec.symbol .. "_pack",
-    min_batch = 0, max_batch = -1,
-    block_threads = threads,
-    rows_per_block = rows,
-    cluster_blocks = 1,
-    shared_bytes = bytes(rows, chunk),
-    params_bytes = 4 * params_floats,
-    pack_threads = 256,
-    mma = kind,
-    weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
-    m_tiles = rows // 16, warps_n = warps_n,
-    x_stride = x_stride, h_stride = h_stride,
-    chunk = chunk, tile_cols = cols,
-    layers = layers,
-  }
-end
-
 -- A --tune number: a whole number from 0 to TUNE_MAX, so that the batch
 -- ranges and shared-memory sizes computed from it cannot overflow.
 local TUNE_MAX = 1 << 20
@@ -268,6 +213,99 @@ local function list_of_ints(key, text, default)
   return out
 end
 
+-- Matrix-unit strategy (mma.cut): as tiled, with the products on mma.sync.
+-- 8 warps side by side over each layer's outputs, each with m_tiles tiles
+-- of 16 rows (so rows = 16 m_tiles) and up to 4 tiles of 8 columns.
+-- Returns nil before sm_80 or where the activations do not fit.
+local function mma_layer(inputs, outputs, warps_n)
+  local n_tiles = math.max(1, math.min(4, (outputs + 8 * warps_n - 1) // (8 * warps_n)))
+  return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
+end
+
+local function mma_variant(spec, params_floats, kind, suffix, rows, chunk, stages, shared,
+                           x_stride, h_stride, cols, layers)
+  local D, H = spec.dim, spec.hidden
+  local name = "mma" .. suffix
+  return {
+    strategy = name,
+    namespace = name,
+    template = "mma.cut",
+    symbol = spec.symbol .. "_" .. name,
+    pack_symbol = spec.symbol .. "_pack",
+    min_batch = 0, max_batch = -1,
+    block_threads = 256,
+    rows_per_block = rows,
+    cluster_blocks = 1,
+    shared_bytes = shared,
+    params_bytes = 4 * params_floats,
+    pack_threads = 256,
+    mma = kind,
+    weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
+    m_tiles = rows // 16, warps_n = 8,
+    x_stride = x_stride, h_stride = h_stride,
+    chunk = chunk, stages = stages, tile_cols = cols,
+    layers = layers,
+  }
+end
+
+local function mma(spec, params_floats, kind, max_rows, suffix, tune)
+  if spec.arch < 80 then return nil end
+  local D, H = spec.dim, spec.hidden
+  local es = mma_element_bytes(kind)
+  -- Row strides: 4 (tf32: scalar fragment loads) or 8 (16-bit: float2
+  -- loads) floats past a multiple of 32 spread a fragment over all banks.
+  local pad = es == 2 and 8 or 4
+  local x_stride, h_stride = round_up(D, 32) + pad, round_up(H, 32) + pad
+  local warps_n = 8  -- of the block's 256 threads; mma_variant says the same
+  local layers = {mma_layer(D, H, warps_n), mma_layer(H, H, warps_n), mma_layer(H, D, warps_n)}
+  local cols = 0
+  for _, l in ipairs(layers) do cols = math.max(cols, l.cols) end
+  local multi = #solvers[spec.solver].c > 1
+  local function bytes(rows, chunk, stages)
+    local floats = rows * (x_stride + 2 * h_stride + (multi and 2 * x_stride or 0))
+        + (multi and 5 or 3) * chunk
+    return 4 * floats + stages * chunk * (cols + 8) * es
+  end
+  -- tune mblocks: blocks per SM (each gets a share of the SM's shared
+  -- memory, 1 KB of it reserved per block, and of its registers).
+  local blocks_per_sm = tune.mblocks and tune_number("mblocks", tune.mblocks) or 1
+  if blocks_per_sm < 1 or blocks_per_sm > 4 then
+    refuse(string.format("tune: mblocks=%d is not one of 1, 2, 3, 4", blocks_per_sm))
+  end
+  local limit = (shared_limit(spec.arch) + 1024) // blocks_per_sm - 1024
+  -- The first that fits, of: the most rows (up to max_rows, or tune mrows),
+  -- then tiles of 32 or 16 input rows (tune mchunk), 4 to 2 of them in
+  -- flight (tune mstages).
+  local allowed = {mrows = {16, 32, 64, 128}, mchunk = {16, 32, 64, 128},
+                   mstages = {2, 3, 4, 5, 6, 7, 8}}
+  local function choices(key, default)
+    if not tune[key] then return default end
+    local v = tune_number(key, tune[key])
+    for _, a in ipairs(allowed[key]) do
+      if v == a then return {v} end
+    end
+    refuse(string.format("tune: %s=%d is not one of %s", key, v, table.concat(allowed[key], ", ")))
+  end
+  local row_choices = {}
+  for _, r in ipairs(choices("mrows", {max_rows})) do
+    local rows = r
+    while rows >= 16 do row_choices[#row_choices + 1] = rows rows = rows // 2 end
+  end
+  for _, rows in ipairs(row_choices) do
+    for _, chunk in ipairs(choices("mchunk", {32, 16})) do
+      for _, stages in ipairs(choices("mstages", {4, 3, 2})) do
+        if bytes(rows, chunk, stages) <= limit then
+          local v = mma_variant(spec, params_floats, kind, suffix, rows, chunk, stages,
+                                bytes(rows, chunk, stages), x_stride, h_stride, cols, layers)
+          v.blocks_per_sm = blocks_per_sm
+          return v
+        end
+      end
+    end
+  end
+  return nil
+end
+
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
 -- accuracy) for large batches, where it beats the FMA kernel.
 local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
@@ -288,7 +326,7 @@ return function(spec)
   local mma_kind = tune.mma ~= "0" and tune.strategy ~= "tiled" and mma_kinds[spec.precision] or nil
   -- fp32 on the matrix units pays where a layer has outputs for every warp.
   if mma_kind == "tf32x3" and spec.hidden < 64 then mma_kind = nil end
-  if mma_kind and not mma(spec, 0, mma_kind, 64, "") then mma_kind = nil end
+  if mma_kind and not mma(spec, 0, mma_kind, 64, "", tune) then mma_kind = nil end
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
@@ -323,8 +361,8 @@ return function(spec)
   if mma_kind and spec.precision ~= "fp32" then
     -- tf32, bf16, fp16: the matrix-unit kernel, 16 samples per block while
     -- that fills the GPU once, then up to 64.
-    local few, many = mma(spec, params_floats, mma_kind, 16, "16"),
-        mma(spec, params_floats, mma_kind, 64, "")
+    local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
+        mma(spec, params_floats, mma_kind, 64, "", tune)
     if few.rows_per_block < many.rows_per_block then add(few, few.rows_per_block * SMS) end
     add(many)
   else
@@ -334,7 +372,7 @@ return function(spec)
     -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
     local few = tiled(spec, params_floats, 8, "8")
     local many = tiled(spec, params_floats, 32, "")
-    local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "")
+    local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
     if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
       add(few, few.rows_per_block * SMS)
     end
