@@ -9,7 +9,10 @@
 #   sweep     fp32 against PyTorch over D x H x B (bench/compare.py)
 #   precisions  every precision at the default shape, B from 1 to 1048576,
 #             and PyTorch in tf32, bf16 and fp16 beside it
+#   tune      the matrix-unit kernel's configurations (FLOWGEN_TUNE) at
+#             B=65536 and B=1000 in fp32, tf32 and bf16
 #   digits    the built-in digits model sampled on the GPU, then evaluated
+# PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts.
 #   all       each of the above
 set -u
 out=${OUT:-device-out}
@@ -47,8 +50,8 @@ for what in "$@"; do
     fi ;;
   sweep)
     shapes="2,2,32;2,8,32;16,16,32;16,64,32;64,64,32;64,256,32;128,128,32;128,512,32"
-    shapes="$shapes;512,512,32;512,2048,32;1024,1024,32;1024,4096,32"
-    batches=1,64,4096,65536
+    shapes=${SWEEP_SHAPES:-$shapes;512,512,32;512,2048,32;1024,1024,32;1024,4096,32}
+    batches=${SWEEP_BATCHES:-1,64,4096,65536}
     build/bench --shapes "$shapes" --batches $batches --json "$out/sweep.json" \
       > "$out/sweep.txt" || status=1
     if have_torch; then
@@ -58,7 +61,7 @@ for what in "$@"; do
     fi ;;
   precisions)
     batches=1,2,4,8,16,32,64,128,256,512,1000,1024,2048,4096,8192,16384,32768,65536
-    batches=$batches,100000,131072,262144,524288,1048576
+    batches=${PRECISION_BATCHES:-$batches,100000,131072,262144,524288,1048576}
     build/bench --precisions fp32,tf32,bf16,fp16 --batches $batches --shapes 64,256,32 \
       --no-startup --json "$out/precisions.json" > "$out/precisions.txt" || status=1
     grep -E ' B=(1|8|64|1000|65536|1048576) ' "$out/precisions.txt"
@@ -68,6 +71,15 @@ for what in "$@"; do
           --json "$out/pytorch-$p.json" | tee "$out/pytorch-$p.txt" || status=1
       done
     fi ;;
+  tune)
+    : > "$out/tune.txt"
+    for t in "" mstages=2 mchunk=16 mchunk=64 mrows=32 mrows=32,mblocks=2 \
+             mrows=32,mchunk=16,mblocks=2 mrows=16,mblocks=2; do
+      echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
+      FLOWGEN_TUNE=$t build/bench --quick --no-startup --precisions fp32,tf32,bf16 \
+        --shapes 64,256,32 --batches 1000,65536 >> "$out/tune.txt" 2>&1 || status=1
+    done
+    grep -E 'TUNE|B=' "$out/tune.txt" ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1

@@ -75,7 +75,9 @@ end
 -- A thread holds a register tile of rows_per_thread x cols_per_thread
 -- accumulators; col_threads (a multiple of 32, so a warp shares its rows:
 -- shared-memory broadcasts) times cols_per_thread columns make a pass.
-local function layer(inputs, outputs, threads, rows, max_width)
+-- With a cluster of `blocks` blocks, a pass is narrowed (down to 32
+-- columns) until there is a pass for every block.
+local function layer(inputs, outputs, threads, rows, max_width, blocks)
   -- The widest column group (up to max_width) that a warp fills with real
   -- outputs.
   local width = 1
@@ -83,6 +85,14 @@ local function layer(inputs, outputs, threads, rows, max_width)
     if w <= max_width and outputs >= 32 * w then width = w break end
   end
   local col_threads = math.min(threads, math.max(32, pow2_floor(round_up(outputs, width) // width)))
+  if blocks > 1 then
+    local max_cols = math.max(32, pow2_floor((outputs + blocks - 1) // blocks))
+    while col_threads * width > max_cols do
+      if width > 1 then width = width // 2
+      elseif col_threads > 32 then col_threads = col_threads // 2
+      else break end
+    end
+  end
   -- At most 32 accumulators per thread, and no more row groups than rows.
   while (rows * width) // (threads // col_threads) > 32 and col_threads > 32 do
     col_threads = col_threads // 2
@@ -103,15 +113,18 @@ end
 
 -- Tiled strategy: a block owns `rows` samples (at most max_rows) through
 -- all steps; activations live in shared memory, weights stream from L2
--- through a double-buffered tile of `chunk` input rows (tiled.cut).
-local function tiled(spec, params_floats, max_rows, suffix)
+-- through a double-buffered tile of `chunk` input rows (tiled.cut).  With
+-- blocks > 1, a cluster of that many blocks owns the samples and splits
+-- each layer's outputs (sm_90 and newer).
+local function tiled(spec, params_floats, max_rows, suffix, blocks)
   local D, H = spec.dim, spec.hidden
   local threads = 256
+  blocks = blocks or 1
   local x_stride, h_stride = round_up(D, 4), round_up(H, 4)
   local limit = shared_limit(spec.arch)
   local function layers(rows, width)
-    return {layer(D, H, threads, rows, width), layer(H, H, threads, rows, width),
-            layer(H, D, threads, rows, width)}
+    return {layer(D, H, threads, rows, width, blocks), layer(H, H, threads, rows, width, blocks),
+            layer(H, D, threads, rows, width, blocks)}
   end
   local function bytes(rows, chunk, width)
     local cols = 0
@@ -143,7 +156,7 @@ local function tiled(spec, params_floats, max_rows, suffix)
     min_batch = 0, max_batch = -1,
     block_threads = 256,
     rows_per_block = rows,
-    cluster_blocks = 1,
+    cluster_blocks = blocks,
     shared_bytes = shared,
     params_bytes = 4 * params_floats,
     pack_threads = 256,
@@ -357,6 +370,22 @@ return function(spec)
     v.min_batch, v.max_batch = first, max_batch and math.max(first, max_batch) or -1
     variants[#variants + 1] = v
     first = v.max_batch + 1
+  end
+  -- Small batches of shapes whose weights (128 KB or more) the cluster
+  -- kernel cannot hold: the tiled kernel with a cluster of 2 to 8 blocks per
+  -- 8 samples, each block streaming its share of the weights (tune tcluster:
+  -- the blocks, 1 = none).  A cluster of 8 runs 14 at once on an H200.
+  local weight_bytes = 4 * ((spec.dim + 1) * spec.hidden + spec.hidden * spec.hidden
+                            + spec.hidden * spec.dim)
+  local split = math.max(2, math.min(8, pow2_floor(weight_bytes // 65536)))
+  if tune.tcluster then split = tune_number("tcluster", tune.tcluster) end
+  if covered == 0 and spec.arch >= 90 and weight_bytes >= 131072 and split > 1
+      and tune.strategy ~= "tiled" then
+    if not is_pow2(split) or split > 8 then
+      refuse(string.format("tune: tcluster=%d is not one of 1, 2, 4, 8", split))
+    end
+    local v = tiled(spec, params_floats, 8, "8c" .. split, split)
+    add(v, v.rows_per_block * (112 // split))
   end
   if mma_kind and spec.precision ~= "fp32" then
     -- tf32, bf16, fp16: the matrix-unit kernel, 16 samples per block while

@@ -414,6 +414,63 @@ static void test_variants_are_consistent(void **state) {
     }
 }
 
+/* Which strategies the planner gives a shape: the split tiled kernel for
+ * small batches of large shapes on sm_90, matrix units per precision, and
+ * the tune keys that steer them (bad values refused, naming the key). */
+static void test_strategies_by_shape(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "tiled8c8");
+  assert_int_equal(v->cluster_blocks, 8);
+  assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->max_batch, 112);
+  assert_contains(flowgen_kernel_source(k), "st.shared::cluster.f32");
+  flowgen_kernel_free(k);
+  /* sm_80 has no clusters. */
+  spec.arch = 80;
+  k = generate(&spec, NULL);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+    assert_int_equal(flowgen_kernel_variant(k, i)->cluster_blocks, 1);
+  flowgen_kernel_free(k);
+  /* tcluster=1: none; mma=0: no matrix units in fp32. */
+  spec.arch = 90;
+  flowgen_options opts = {.tune = "tcluster=1,mma=0"};
+  k = generate(&spec, &opts);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    assert_int_equal(flowgen_kernel_variant(k, i)->cluster_blocks, 1);
+    assert_false(starts_with(flowgen_kernel_variant(k, i)->strategy, "mma"));
+  }
+  flowgen_kernel_free(k);
+  /* bf16: matrix units from B=73 at the default shape, 16 then 64 rows. */
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  k = generate(&spec, NULL);
+  const flowgen_variant *few = find_strategy(k, "mma16"), *many = find_strategy(k, "mma");
+  assert_non_null(few);
+  assert_non_null(many);
+  assert_int_equal(few->min_batch, 73);
+  assert_int_equal(few->rows_per_block, 16);
+  assert_int_equal(many->rows_per_block, 64);
+  assert_int_equal(many->max_batch, -1);
+  assert_contains(flowgen_kernel_source(k), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+  flowgen_kernel_free(k);
+  static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9", "mblocks=5"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    flowgen_options o = {.tune = bad[i]};
+    flowgen_error err = {FLOWGEN_OK, ""};
+    flowgen_kernel *none = NULL;
+    spec = fg_test_spec(128, 512, 4, 90);
+    spec.precision = FLOWGEN_PRECISION_TF32;
+    assert_int_not_equal(flowgen_generate(&spec, &o, &none, &err), FLOWGEN_OK);
+    assert_null(none);
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+    if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", bad[i], err.message, key);
+  }
+}
+
 static void test_name_is_respected(void **state) {
   (void)state;
   flowgen_spec spec;
@@ -755,6 +812,7 @@ int main(void) {
       cmocka_unit_test(test_kernel_symbols),
       cmocka_unit_test(test_shape_constants_are_literals),
       cmocka_unit_test(test_variants_are_consistent),
+      cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),
       cmocka_unit_test(test_describe_json),
