@@ -12,7 +12,9 @@
 #   tune      the matrix-unit kernel's configurations (FLOWGEN_TUNE) at
 #             B=65536 and B=1000 in fp32, tf32 and bf16
 #   digits    the built-in digits model sampled on the GPU, then evaluated
-# PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts.
+# PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
+# SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
+# leaves PyTorch out.
 #   all       each of the above
 set -u
 out=${OUT:-device-out}
@@ -20,7 +22,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 [ $# -gt 0 ] || set -- all
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
-have_torch() { python3 -c 'import torch' 2>/dev/null; }
+have_torch() { [ "${FLOWGEN_NO_TORCH:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; }
 status=0
 for what in "$@"; do
   case $what in
@@ -52,12 +54,15 @@ for what in "$@"; do
     shapes="2,2,32;2,8,32;16,16,32;16,64,32;64,64,32;64,256,32;128,128,32;128,512,32"
     shapes=${SWEEP_SHAPES:-$shapes;512,512,32;512,2048,32;1024,1024,32;1024,4096,32}
     batches=${SWEEP_BATCHES:-1,64,4096,65536}
-    build/bench --shapes "$shapes" --batches $batches --json "$out/sweep.json" \
-      > "$out/sweep.txt" || status=1
+    name=${SWEEP_NAME:-sweep}
+    build/bench --no-startup --shapes "$shapes" --batches $batches --json "$out/$name.json" \
+      > "$out/$name.txt" || status=1
     if have_torch; then
       python3 bench/pytorch_baseline.py --shapes "$shapes" --batches $batches \
-        --json "$out/sweep-pytorch.json" > "$out/sweep-pytorch.txt" || status=1
-      python3 bench/compare.py "$out/sweep.json" "$out/sweep-pytorch.json" | tee "$out/sweep-compare.txt"
+        --json "$out/$name-pytorch.json" > "$out/$name-pytorch.txt" || status=1
+      python3 bench/compare.py "$out/$name.json" "$out/$name-pytorch.json" | tee "$out/$name-compare.txt"
+    else
+      cat "$out/$name.txt"
     fi ;;
   precisions)
     batches=1,2,4,8,16,32,64,128,256,512,1000,1024,2048,4096,8192,16384,32768,65536
