@@ -4,7 +4,8 @@
 # usage: sh bench/device_round.sh [tests|sanitize|bench|sweep|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
-#             over build/sanitize (every strategy of a few shapes)
+#             over build/sanitize (every strategy of a few shapes; --light
+#             for all but memcheck; SANITIZE_TIMEOUT seconds per tool)
 #   bench     build/bench and PyTorch on the default shapes and batches
 #   sweep     fp32 against PyTorch over D x H x B (bench/compare.py)
 #   precisions  every precision at the default shape, B from 1 to 1048576,
@@ -38,7 +39,9 @@ for what in "$@"; do
   sanitize)
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck initcheck; do
-      if "$cs" --tool $tool --error-exitcode 1 build/sanitize > "$out/sanitize-$tool.log" 2>&1; then
+      light=; [ $tool = memcheck ] || light=--light
+      if timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
+           > "$out/sanitize-$tool.log" 2>&1; then
         echo "sanitize: $tool clean"
       else
         echo "sanitize: $tool FAILED"; status=1

@@ -116,7 +116,7 @@ end
 -- through a double-buffered tile of `chunk` input rows (tiled.cut).  With
 -- blocks > 1, a cluster of that many blocks owns the samples and splits
 -- each layer's outputs (sm_90 and newer).
-local function tiled(spec, params_floats, max_rows, suffix, blocks)
+local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk)
   local D, H = spec.dim, spec.hidden
   local threads = 256
   blocks = blocks or 1
@@ -136,7 +136,7 @@ local function tiled(spec, params_floats, max_rows, suffix, blocks)
   end
   -- The most samples per block (up to max_rows), then the deepest tile,
   -- then the widest register tiles that fit.
-  local rows, chunk, width = max_rows, 32, 4
+  local rows, chunk, width = max_rows, max_chunk or 32, 4
   while rows > 1 and bytes(rows, 4, 1) > limit do rows = rows // 2 end
   while chunk > 4 and bytes(rows, chunk, width) > limit do chunk = chunk // 2 end
   while width > 1 and bytes(rows, chunk, width) > limit do width = width // 2 end
@@ -384,7 +384,12 @@ return function(spec)
     if not is_pow2(split) or split > 8 then
       refuse(string.format("tune: tcluster=%d is not one of 1, 2, 4, 8", split))
     end
-    local v = tiled(spec, params_floats, 8, "8c" .. split, split)
+    -- tune tchunk: the deepest weight tile (input rows) to try, 4 to 128.
+    local max_chunk = tune.tchunk and tune_number("tchunk", tune.tchunk) or 32
+    if max_chunk < 4 or max_chunk > 128 or not is_pow2(max_chunk) then
+      refuse(string.format("tune: tchunk=%d is not one of 4, 8, 16, 32, 64, 128", max_chunk))
+    end
+    local v = tiled(spec, params_floats, 8, "8c" .. split, split, max_chunk)
     add(v, v.rows_per_block * (112 // split))
   end
   if mma_kind and spec.precision ~= "fp32" then
