@@ -37,6 +37,26 @@ typedef struct fg_cli_generate_args {
  * of an error already printed to stderr.  Writes nothing to stdout. */
 int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a);
 
+/* flowgen sample [options] */
+typedef enum { FG_CLI_DEVICE_AUTO, FG_CLI_DEVICE_GPU, FG_CLI_DEVICE_CPU } fg_cli_device;
+
+typedef struct fg_cli_sample_args {
+  flowgen_spec spec;
+  bool dim_given, hidden_given;
+  const char *weights, *prefix, *x0_path, *output, *template_dir, *png;
+  int png_height, png_width, png_columns, png_scale; /* 0: not given */
+  long long batch; /* -1: not given */
+  unsigned long long seed;
+  fg_cli_device device;
+  bool verbose;
+  bool help; /* -h came: print the usage and exit 0 */
+} fg_cli_sample_args;
+
+/* Parses the sample options (argv[1] on) into a, which must start zeroed.
+ * Returns -1 to go on, else the exit code: 0 for help, or that of an error
+ * already printed to stderr.  Writes nothing to stdout. */
+int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a);
+
 int fg_cli_sample(int argc, char **argv);
 int fg_cli_cache(int argc, char **argv);
 

@@ -1,6 +1,7 @@
 /* flowgen's command line: the argument parsing shared by the subcommands,
- * and the parse of the kernel options.  Errors go to stderr; nothing here
- * writes to stdout or exits, so a program (the CLI fuzzer) can call it. */
+ * and the parses of the kernel options and of `flowgen sample`'s.  Errors
+ * go to stderr; nothing here writes to stdout or exits, so a program (the
+ * CLI fuzzer) can call it. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -113,5 +114,109 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
       return fg_cli_usage_error("unexpected argument '%s'", arg);
     }
   }
+  return -1;
+}
+
+/* ---- flowgen sample ------------------------------------------------------ */
+
+
+static int parse_long(const char *flag, const char *value, long long min,
+                      long long max, long long *out) {
+  switch (fg_parse_int(value, min, max, out)) {
+  case FG_PARSE_OK: return 0;
+  case FG_PARSE_NOT_A_NUMBER:
+    fprintf(stderr, "flowgen: %s: '%s' is not a non-negative decimal integer\n", flag, value);
+    return 2;
+  default:
+    fprintf(stderr, "flowgen: %s: %s is out of range (accepted: %lld to %lld)\n",
+            flag, value, min, max);
+    return 2;
+  }
+}
+
+int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_spec_default(&a->spec);
+  a->batch = -1;
+  for (int i = 1; i < argc; ++i) {
+    const char *arg = argv[i], *value = NULL;
+    int taken;
+    long long n;
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      a->help = true;
+      return 0;
+    }
+    if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+      a->verbose = true;
+      continue;
+    }
+    if (strncmp(arg, "--dim", 5) == 0) a->dim_given = true;
+    if (strncmp(arg, "--hidden", 8) == 0) a->hidden_given = true;
+    if ((taken = fg_cli_spec_option(argc, argv, &i, &a->spec, &err)) != 0) {
+      if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
+      continue;
+    }
+#define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
+    if (VALUE("--weights")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
+      a->weights = value;
+    } else if (VALUE("--prefix")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      a->prefix = value;
+    } else if (VALUE("--x0")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
+      a->x0_path = value;
+    } else if (VALUE("-o") || VALUE("--output")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
+      a->output = value;
+    } else if (VALUE("--template-dir")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
+      a->template_dir = value;
+    } else if (VALUE("--png")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
+      a->png = value;
+    } else if (VALUE("--png-shape")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      char *x = strchr(value, 'x'), h[16];
+      if (!x || x == value || (size_t)(x - value) >= sizeof h)
+        return fg_cli_usage_error("--png-shape: '%s' is not of the form HxW (e.g. 8x8)", value);
+      snprintf(h, sizeof h, "%.*s", (int)(x - value), value);
+      if (parse_long("--png-shape", h, 1, 4096, &n)) return 2;
+      a->png_height = (int)n;
+      if (parse_long("--png-shape", x + 1, 1, 4096, &n)) return 2;
+      a->png_width = (int)n;
+    } else if (VALUE("--png-columns")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--png-columns", value, 1, 1000, &n)) return 2;
+      a->png_columns = (int)n;
+    } else if (VALUE("--png-scale")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--png-scale", value, 1, 64, &n)) return 2;
+      a->png_scale = (int)n;
+    } else if (VALUE("--batch")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--batch", value, 0, 1LL << 40, &n)) return 2;
+      a->batch = n;
+    } else if (VALUE("--seed")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_long("--seed", value, 0, 0x7fffffffffffffffLL, &n)) return 2;
+      a->seed = (unsigned long long)n;
+    } else if (VALUE("--device")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (strcmp(value, "gpu") == 0) a->device = FG_CLI_DEVICE_GPU;
+      else if (strcmp(value, "cpu") == 0) a->device = FG_CLI_DEVICE_CPU;
+      else if (strcmp(value, "auto") == 0) a->device = FG_CLI_DEVICE_AUTO;
+      else return fg_cli_usage_error("--device: unknown value '%s' (accepted: gpu, cpu, auto)", value);
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return fg_cli_usage_error("sample: unknown option '%s'", arg);
+    } else {
+      return fg_cli_usage_error("sample: unexpected argument '%s'", arg);
+    }
+#undef VALUE
+  }
+  if (!a->output && !a->png)
+    return fg_cli_usage_error("sample: %s is required", "-o or --png");
+  if (a->x0_path && a->batch >= 0 && a->x0_path[0])
+    return fg_cli_usage_error("sample: %s: give --batch or --x0, not both", "--batch");
   return -1;
 }

@@ -31,121 +31,6 @@ static const char sample_usage[] =
     "  -v, --verbose      print the cache hit or miss and each phase's time\n"
     "  also: --solver, --precision, --name, --template-dir as for kernels\n";
 
-typedef enum { DEVICE_AUTO, DEVICE_GPU, DEVICE_CPU } device_kind;
-
-typedef struct sample_args {
-  flowgen_spec spec;
-  bool dim_given, hidden_given;
-  const char *weights, *prefix, *x0_path, *output, *template_dir, *png;
-  int png_height, png_width, png_columns, png_scale;
-  long long batch; /* -1: not given */
-  unsigned long long seed;
-  device_kind device;
-  bool verbose;
-} sample_args;
-
-static int parse_long(const char *flag, const char *value, long long min,
-                      long long max, long long *out) {
-  switch (fg_parse_int(value, min, max, out)) {
-  case FG_PARSE_OK: return 0;
-  case FG_PARSE_NOT_A_NUMBER:
-    fprintf(stderr, "flowgen: %s: '%s' is not a non-negative decimal integer\n", flag, value);
-    return 2;
-  default:
-    fprintf(stderr, "flowgen: %s: %s is out of range (accepted: %lld to %lld)\n",
-            flag, value, min, max);
-    return 2;
-  }
-}
-
-/* Returns -1 to go on, else the exit code. */
-static int parse_sample(int argc, char **argv, sample_args *a) {
-  flowgen_error err = {FLOWGEN_OK, ""};
-  flowgen_spec_default(&a->spec);
-  a->batch = -1;
-  for (int i = 1; i < argc; ++i) {
-    const char *arg = argv[i], *value = NULL;
-    int taken;
-    long long n;
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-      fputs(sample_usage, stdout);
-      return 0;
-    }
-    if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
-      a->verbose = true;
-      continue;
-    }
-    if (strncmp(arg, "--dim", 5) == 0) a->dim_given = true;
-    if (strncmp(arg, "--hidden", 8) == 0) a->hidden_given = true;
-    if ((taken = fg_cli_spec_option(argc, argv, &i, &a->spec, &err)) != 0) {
-      if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
-      continue;
-    }
-#define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
-    if (VALUE("--weights")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
-      a->weights = value;
-    } else if (VALUE("--prefix")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      a->prefix = value;
-    } else if (VALUE("--x0")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
-      a->x0_path = value;
-    } else if (VALUE("-o") || VALUE("--output")) {
-      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
-      a->output = value;
-    } else if (VALUE("--template-dir")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
-      a->template_dir = value;
-    } else if (VALUE("--png")) {
-      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
-      a->png = value;
-    } else if (VALUE("--png-shape")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      char *x = strchr(value, 'x'), h[16];
-      if (!x || x == value || (size_t)(x - value) >= sizeof h)
-        return fg_cli_usage_error("--png-shape: '%s' is not of the form HxW (e.g. 8x8)", value);
-      snprintf(h, sizeof h, "%.*s", (int)(x - value), value);
-      if (parse_long("--png-shape", h, 1, 4096, &n)) return 2;
-      a->png_height = (int)n;
-      if (parse_long("--png-shape", x + 1, 1, 4096, &n)) return 2;
-      a->png_width = (int)n;
-    } else if (VALUE("--png-columns")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      if (parse_long("--png-columns", value, 1, 1000, &n)) return 2;
-      a->png_columns = (int)n;
-    } else if (VALUE("--png-scale")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      if (parse_long("--png-scale", value, 1, 64, &n)) return 2;
-      a->png_scale = (int)n;
-    } else if (VALUE("--batch")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      if (parse_long("--batch", value, 0, 1LL << 40, &n)) return 2;
-      a->batch = n;
-    } else if (VALUE("--seed")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      if (parse_long("--seed", value, 0, 0x7fffffffffffffffLL, &n)) return 2;
-      a->seed = (unsigned long long)n;
-    } else if (VALUE("--device")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      if (strcmp(value, "gpu") == 0) a->device = DEVICE_GPU;
-      else if (strcmp(value, "cpu") == 0) a->device = DEVICE_CPU;
-      else if (strcmp(value, "auto") == 0) a->device = DEVICE_AUTO;
-      else return fg_cli_usage_error("--device: unknown value '%s' (accepted: gpu, cpu, auto)", value);
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return fg_cli_usage_error("sample: unknown option '%s'", arg);
-    } else {
-      return fg_cli_usage_error("sample: unexpected argument '%s'", arg);
-    }
-#undef VALUE
-  }
-  if (!a->output && !a->png)
-    return fg_cli_usage_error("sample: %s is required", "-o or --png");
-  if (a->x0_path && a->batch >= 0 && a->x0_path[0])
-    return fg_cli_usage_error("sample: %s: give --batch or --x0, not both", "--batch");
-  return -1;
-}
-
 /* N(0, 1) by Box-Muller over splitmix64: the same seed gives the same x0
  * on every machine. */
 static uint64_t splitmix64(uint64_t *s) {
@@ -177,7 +62,7 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static flowgen_status sample_gpu(const sample_args *a, const flowrt_weights *w,
+static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weights *w,
                                  const float *x0, float *x, int64_t batch,
                                  flowgen_error *err) {
   flowrt_runtime *rt = NULL;
@@ -208,7 +93,7 @@ static flowgen_status sample_gpu(const sample_args *a, const flowrt_weights *w,
   return st;
 }
 
-static flowgen_status starting_points(const sample_args *a, int dim,
+static flowgen_status starting_points(const fg_cli_sample_args *a, int dim,
                                       float **x0, int64_t *batch,
                                       flowgen_error *err) {
   if (a->x0_path) {
@@ -239,7 +124,7 @@ static int integer_sqrt(int n) {
   return r;
 }
 
-static flowgen_status write_png(const sample_args *a, const float *x, int64_t batch,
+static flowgen_status write_png(const fg_cli_sample_args *a, const float *x, int64_t batch,
                                 int dim, flowgen_error *err) {
   fg_png_grid g = {.data = x, .count = batch, .dim = dim,
                    .image_height = a->png_height, .image_width = a->png_width,
@@ -260,9 +145,10 @@ static flowgen_status write_png(const sample_args *a, const float *x, int64_t ba
 }
 
 int fg_cli_sample(int argc, char **argv) {
-  sample_args a;
+  fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
-  int code = parse_sample(argc, argv, &a);
+  int code = fg_cli_parse_sample(argc, argv, &a);
+  if (a.help) fputs(sample_usage, stdout);
   if (code >= 0) return code;
   flowgen_error err = {FLOWGEN_OK, ""};
   flowrt_weights *w = NULL;
@@ -285,19 +171,19 @@ int fg_cli_sample(int argc, char **argv) {
   if (!st && !(x = malloc(n ? n * sizeof(float) : 1)))
     st = fg_fail(&err, FLOWGEN_NOMEM, "out of memory");
   if (!st) {
-    device_kind device = a.device;
-    if (device == DEVICE_AUTO) {
+    fg_cli_device device = a.device;
+    if (device == FG_CLI_DEVICE_AUTO) {
       flowrt_runtime *probe = NULL;
       flowrt_options quiet = {.disk_cache = 0};
-      device = flowrt_open(&quiet, &probe, NULL) == FLOWGEN_OK ? DEVICE_GPU : DEVICE_CPU;
+      device = flowrt_open(&quiet, &probe, NULL) == FLOWGEN_OK ? FG_CLI_DEVICE_GPU : FG_CLI_DEVICE_CPU;
       flowrt_close(probe);
       if (a.verbose)
-        fprintf(stderr, "flowgen: device: %s\n", device == DEVICE_GPU ? "gpu" : "cpu (no usable GPU)");
+        fprintf(stderr, "flowgen: device: %s\n", device == FG_CLI_DEVICE_GPU ? "gpu" : "cpu (no usable GPU)");
     }
     double t1 = now_ms();
-    st = device == DEVICE_GPU ? sample_gpu(&a, w, x0, x, batch, &err)
+    st = device == FG_CLI_DEVICE_GPU ? sample_gpu(&a, w, x0, x, batch, &err)
                               : flowrt_reference(&a.spec, w, x0, x, batch, &err);
-    if (!st && a.verbose && device == DEVICE_CPU)
+    if (!st && a.verbose && device == FG_CLI_DEVICE_CPU)
       fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
   }
   if (!st && a.png) st = write_png(&a, x, batch, w->dim, &err);

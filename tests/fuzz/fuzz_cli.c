@@ -1,10 +1,11 @@
 /* Fuzzes the spec and command-line parsers.  The input is a list of words
  * separated by NUL or newline bytes.  The words go, as field/value pairs,
  * to flowgen_spec_set, and, as an argument list, to the kernel-option parse
- * of the CLI (fg_cli_parse_generate).  Invariants: a refused value leaves
- * the spec as it was and says why; an accepted one leaves a valid spec; the
- * parse ends in an exit code the CLI documents, with a valid spec when it
- * goes on. */
+ * of the CLI (fg_cli_parse_generate) and to that of `flowgen sample`
+ * (fg_cli_parse_sample).  Invariants: a refused value leaves the spec as it
+ * was and says why; an accepted one leaves a valid spec; a parse ends in an
+ * exit code the CLI documents, with a valid spec and consistent options
+ * when it goes on. */
 #include "fuzz.h"
 
 #include "cli.h"
@@ -65,11 +66,35 @@ static void parse_arguments(char **words, size_t count) {
              a.emit == FG_CLI_EMIT_CUBIN);
 }
 
+static void parse_sample_arguments(char **words, size_t count) {
+  static char program[] = "sample";
+  char *argv[MAX_WORDS + 2];
+  argv[0] = program;
+  for (size_t i = 0; i < count; ++i) argv[i + 1] = words[i];
+  argv[count + 1] = NULL;
+  fg_cli_sample_args a;
+  memset(&a, 0, sizeof a);
+  int code = fg_cli_parse_sample((int)count + 1, argv, &a);
+  FUZZ_CHECK(code == -1 || code == 0 || code == 2);
+  FUZZ_CHECK((code == 0) == a.help);
+  if (code != -1) return;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  FUZZ_CHECK(flowgen_spec_validate(&a.spec, &err) == FLOWGEN_OK);
+  FUZZ_CHECK((a.output && a.output[0]) || (a.png && a.png[0]));
+  FUZZ_CHECK(a.batch >= -1 && a.batch <= (1LL << 40));
+  FUZZ_CHECK(!(a.x0_path && a.x0_path[0] && a.batch >= 0));
+  FUZZ_CHECK(a.png_height >= 0 && a.png_height <= 4096 && a.png_width >= 0 && a.png_width <= 4096);
+  FUZZ_CHECK(a.png_columns >= 0 && a.png_columns <= 1000 && a.png_scale >= 0 && a.png_scale <= 64);
+  FUZZ_CHECK(a.device == FG_CLI_DEVICE_AUTO || a.device == FG_CLI_DEVICE_GPU ||
+             a.device == FG_CLI_DEVICE_CPU);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *words[MAX_WORDS];
   size_t count = split_words(data, size, words);
   set_fields(words, count);
   parse_arguments(words, count);
+  parse_sample_arguments(words, count);
   for (size_t i = 0; i < count; ++i) free(words[i]);
   return 0;
 }
