@@ -116,10 +116,11 @@ end
 -- through a double-buffered tile of `chunk` input rows (tiled.cut).  With
 -- blocks > 1, a cluster of that many blocks owns the samples and splits
 -- each layer's outputs (sm_90 and newer).
-local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk)
+local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk, stages)
   local D, H = spec.dim, spec.hidden
   local threads = 256
   blocks = blocks or 1
+  stages = stages or 2
   local x_stride, h_stride = round_up(D, 4), round_up(H, 4)
   local limit = shared_limit(spec.arch)
   local function layers(rows, width)
@@ -131,7 +132,7 @@ local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk)
     for _, l in ipairs(layers(rows, width)) do cols = math.max(cols, l.cols) end
     -- multi-stage solvers keep a stage input and a weighted sum per sample
     local stage_floats = #solvers[spec.solver].c > 1 and rows * 2 * x_stride + 2 * chunk or 0
-    return 4 * (2 * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk
+    return 4 * (stages * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk
                 + stage_floats), cols
   end
   -- The most samples per block (up to max_rows), then the deepest tile,
@@ -161,7 +162,7 @@ local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk)
     params_bytes = 4 * params_floats,
     pack_threads = 256,
     x_stride = x_stride, h_stride = h_stride,
-    chunk = chunk, tile_cols = cols,
+    chunk = chunk, stages = stages, tile_cols = cols,
     layers = layers(rows, width),
   }
 end
@@ -365,6 +366,12 @@ return function(spec)
       end
     end
   end
+  -- tune tstages: weight tiles of the tiled kernel (2 = one in flight; more
+  -- from sm_80).
+  local tstages = tune.tstages and tune_number("tstages", tune.tstages) or 2
+  if tstages < 2 or tstages > 8 or (tstages > 2 and spec.arch < 80) then
+    refuse(string.format("tune: tstages=%d is not one of 2 to 8 (more than 2 from sm_80)", tstages))
+  end
   local first = covered > 0 and covered + 1 or 0
   local function add(v, max_batch)
     v.min_batch, v.max_batch = first, max_batch and math.max(first, max_batch) or -1
@@ -389,7 +396,7 @@ return function(spec)
     if max_chunk < 4 or max_chunk > 128 or not is_pow2(max_chunk) then
       refuse(string.format("tune: tchunk=%d is not one of 4, 8, 16, 32, 64, 128", max_chunk))
     end
-    local v = tiled(spec, params_floats, 8, "8c" .. split, split, max_chunk)
+    local v = tiled(spec, params_floats, 8, "8c" .. split, split, max_chunk, tstages)
     add(v, v.rows_per_block * (112 // split))
   end
   if mma_kind and spec.precision ~= "fp32" then
@@ -404,8 +411,8 @@ return function(spec)
     -- fit): the tiled FMA kernel, with 8 samples per block while that
     -- fills the GPU once, then 32 (more reuse of each weight read); fp32 on
     -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
-    local few = tiled(spec, params_floats, 8, "8")
-    local many = tiled(spec, params_floats, 32, "")
+    local few = tiled(spec, params_floats, 8, "8", 1, nil, tstages)
+    local many = tiled(spec, params_floats, 32, "", 1, nil, tstages)
     local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
     if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
       add(few, few.rows_per_block * SMS)

@@ -456,7 +456,8 @@ static void test_strategies_by_shape(void **state) {
   assert_int_equal(many->max_batch, -1);
   assert_contains(flowgen_kernel_source(k), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
   flowgen_kernel_free(k);
-  static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9", "mblocks=5"};
+  static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9",
+                                    "mblocks=5", "tstages=1", "tstages=9", "tchunk=3"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     flowgen_options o = {.tune = bad[i]};
     flowgen_error err = {FLOWGEN_OK, ""};
@@ -469,6 +470,28 @@ static void test_strategies_by_shape(void **state) {
     snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
     if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", bad[i], err.message, key);
   }
+}
+
+/* tune tstages: more stages grow the tiled kernels' shared memory; none
+ * before sm_80 (no cp.async). */
+static void test_tiled_stages(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
+  flowgen_options opts = {.tune = "tstages=4"};
+  flowgen_kernel *two = generate(&spec, NULL), *four = generate(&spec, &opts);
+  const flowgen_variant *a = find_strategy(two, "tiled8c8"), *b = find_strategy(four, "tiled8c8");
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_true(b->shared_bytes > a->shared_bytes);
+  assert_contains(flowgen_kernel_source(four), "constexpr int kStages = 4;");
+  assert_contains(flowgen_kernel_source(two), "constexpr int kStages = 2;");
+  flowgen_kernel_free(two);
+  flowgen_kernel_free(four);
+  spec.arch = 75;
+  flowgen_kernel *none = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_not_equal(flowgen_generate(&spec, &opts, &none, &err), FLOWGEN_OK);
+  assert_non_null(strstr(err.message, "tstages"));
 }
 
 static void test_name_is_respected(void **state) {
@@ -813,6 +836,7 @@ int main(void) {
       cmocka_unit_test(test_shape_constants_are_literals),
       cmocka_unit_test(test_variants_are_consistent),
       cmocka_unit_test(test_strategies_by_shape),
+      cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),
       cmocka_unit_test(test_describe_json),

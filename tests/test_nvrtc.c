@@ -123,8 +123,8 @@ static void check_log(const flowgen_kernel *k, const char *log, int arch,
 /* Generates spec and compiles it to a cubin with verbose ptxas output;
  * checks the image and the log.  Returns the wall-clock seconds of the
  * compile. */
-static double compile_clean(const flowgen_spec *spec, bool launcher) {
-  flowgen_options opts = {.host_launcher = launcher};
+static double compile_clean_with(const flowgen_spec *spec, bool launcher, const char *tune) {
+  flowgen_options opts = {.host_launcher = launcher, .tune = tune};
   flowgen_kernel *k = NULL;
   flowgen_error err = {FLOWGEN_OK, ""};
   if (flowgen_generate(spec, &opts, &k, &err) != FLOWGEN_OK)
@@ -164,6 +164,14 @@ static double compile_clean(const flowgen_spec *spec, bool launcher) {
   free(log);
   flowgen_kernel_free(k);
   return seconds;
+}
+
+static double compile_clean(const flowgen_spec *spec, bool launcher) {
+  return compile_clean_with(spec, launcher, NULL);
+}
+
+static void compile_clean_tuned(const flowgen_spec *spec, const char *tune) {
+  compile_clean_with(spec, false, tune);
 }
 
 /* ---- the sweep ------------------------------------------------------------- */
@@ -260,6 +268,27 @@ static void test_precisions_compile(void **state) {
     spec = fg_test_spec(64, 256, 4, 80);
     spec.precision = FLOWGEN_PRECISION_BF16;
     compile_clean(&spec, false);
+  }
+}
+
+/* The tuned variants of the tiled kernels: several weight tiles in flight,
+ * deeper tiles, the cluster split (FLOWGEN_TUNE=tstages=4,tchunk=64). */
+static void test_tuned_variants_compile(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const struct {
+    int dim, hidden, steps;
+    flowgen_solver solver;
+    const char *tune;
+  } cases[] = {
+      {128, 512, 2, FLOWGEN_SOLVER_EULER, "tstages=4,tchunk=64"},
+      {33, 130, 2, FLOWGEN_SOLVER_HEUN, "tstages=3,mma=0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, cases[i].steps, 90);
+    spec.solver = cases[i].solver;
+    compile_clean_tuned(&spec, cases[i].tune);
   }
 }
 
@@ -412,6 +441,7 @@ int main(void) {
       cmocka_unit_test(test_solvers_compile),
       cmocka_unit_test(test_random_shapes_compile),
       cmocka_unit_test(test_precisions_compile),
+      cmocka_unit_test(test_tuned_variants_compile),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),
