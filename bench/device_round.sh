@@ -11,7 +11,11 @@
 #   precisions  every precision at the default shape, B from 1 to 1048576,
 #             and PyTorch in tf32, bf16 and fp16 beside it
 #   tune      the matrix-unit kernel's configurations (FLOWGEN_TUNE) at
-#             B=65536 and B=1000 in fp32, tf32 and bf16
+#             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
+#             kernels' (tiles in flight, tile depth, cluster split) at B=1
+#             and 64 on shapes with large weights
+#   tune-tests  test_gpu_sample and build/sanitize (memcheck) under the
+#             tiled kernels' tuned configurations
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
@@ -87,7 +91,22 @@ for what in "$@"; do
       FLOWGEN_TUNE=$t build/bench --quick --no-startup --precisions fp32,tf32,bf16 \
         --shapes 64,256,32 --batches 1000,65536 >> "$out/tune.txt" 2>&1 || status=1
     done
+    for t in "" tchunk=128 tstages=3 tstages=4 tstages=4,tchunk=64 tstages=6,tchunk=64 tcluster=4; do
+      echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
+      FLOWGEN_TUNE=$t build/bench --quick --no-startup \
+        --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 1,64 \
+        >> "$out/tune.txt" 2>&1 || status=1
+    done
     grep -E 'TUNE|B=' "$out/tune.txt" ;;
+  tune-tests)
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for t in tstages=4,tchunk=64 tstages=3; do
+      FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \
+        && echo "tune-tests $t: test_gpu_sample passed" || { echo "tune-tests $t: FAILED"; status=1; }
+      FLOWGEN_TUNE=$t timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool memcheck --error-exitcode 1 \
+        build/sanitize > "$out/tune-sanitize-$t.log" 2>&1 \
+        && echo "tune-tests $t: memcheck clean" || { echo "tune-tests $t: memcheck FAILED"; status=1; }
+    done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
