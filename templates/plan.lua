@@ -71,6 +71,28 @@ local function params_layout(D, H, mma_kind)
   return out, offset
 end
 
+-- The fields every variant gives the runtime (see gen/engine.lua), plus
+-- the template's own in `extra`.  A variant serves batches 0 and up until
+-- the planner narrows it.
+local function variant(spec, params_floats, name, template, launch, extra)
+  local v = {
+    strategy = name,
+    namespace = name,
+    template = template,
+    symbol = spec.symbol .. "_" .. name,
+    pack_symbol = spec.symbol .. "_pack",
+    min_batch = 0, max_batch = -1,
+    block_threads = launch.threads,
+    rows_per_block = launch.rows,
+    cluster_blocks = launch.blocks,
+    shared_bytes = launch.shared,
+    params_bytes = 4 * params_floats,
+    pack_threads = 256,
+  }
+  for k, value in pairs(extra) do v[k] = value end
+  return v
+end
+
 -- One dense layer of the tiled kernel: which threads own which outputs.
 -- A thread holds a register tile of rows_per_thread x cols_per_thread
 -- accumulators; col_threads (a multiple of 32, so a warp shares its rows:
@@ -147,24 +169,12 @@ local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk, s
       .. "block, over the %d bytes sm_%d gives a block", D, H, shared, limit,
       spec.arch))
   end
-  local name = "tiled" .. suffix
-  return {
-    strategy = name,
-    namespace = name,
-    template = "tiled.cut",
-    symbol = spec.symbol .. "_" .. name,
-    pack_symbol = spec.symbol .. "_pack",
-    min_batch = 0, max_batch = -1,
-    block_threads = 256,
-    rows_per_block = rows,
-    cluster_blocks = blocks,
-    shared_bytes = shared,
-    params_bytes = 4 * params_floats,
-    pack_threads = 256,
+  return variant(spec, params_floats, "tiled" .. suffix, "tiled.cut",
+                 {threads = threads, rows = rows, blocks = blocks, shared = shared}, {
     x_stride = x_stride, h_stride = h_stride,
     chunk = chunk, stages = stages, tile_cols = cols,
     layers = layers(rows, width),
-  }
+  })
 end
 
 -- Small-batch strategy: a thread-block cluster per `rows` samples, weights
@@ -184,23 +194,13 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   local weights_per_thread = D + H // lanes2 + own // lanes3
   local static_shared = 4 * rows * (D + H + own + 2 * blocks * D) + 16
   if weights_per_thread > 160 or static_shared > 48 * 1024 then return nil end
-  local name = string.format("cluster%d_r%d", blocks, rows)
-  return {
-    strategy = name,
-    namespace = name,
-    template = "cluster.cut",
-    symbol = spec.symbol .. "_" .. name,
-    pack_symbol = spec.symbol .. "_pack",
-    min_batch = 0, max_batch = max_batch,
-    block_threads = threads,
-    rows_per_block = rows,   -- samples per cluster
-    cluster_blocks = blocks,
-    shared_bytes = 0,
-    params_bytes = 4 * params_floats,
-    pack_threads = 256,
+  -- rows: samples per cluster
+  return variant(spec, params_floats, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
+                 {threads = threads, rows = rows, blocks = blocks, shared = 0}, {
+    max_batch = max_batch,
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,
-  }
+  })
 end
 
 -- A --tune number: a whole number from 0 to TUNE_MAX, so that the batch
@@ -239,27 +239,15 @@ end
 local function mma_variant(spec, params_floats, kind, suffix, rows, chunk, stages, shared,
                            x_stride, h_stride, cols, layers)
   local D, H = spec.dim, spec.hidden
-  local name = "mma" .. suffix
-  return {
-    strategy = name,
-    namespace = name,
-    template = "mma.cut",
-    symbol = spec.symbol .. "_" .. name,
-    pack_symbol = spec.symbol .. "_pack",
-    min_batch = 0, max_batch = -1,
-    block_threads = 256,
-    rows_per_block = rows,
-    cluster_blocks = 1,
-    shared_bytes = shared,
-    params_bytes = 4 * params_floats,
-    pack_threads = 256,
+  return variant(spec, params_floats, "mma" .. suffix, "mma.cut",
+                 {threads = 256, rows = rows, blocks = 1, shared = shared}, {
     mma = kind,
     weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
     m_tiles = rows // 16, warps_n = 8,
     x_stride = x_stride, h_stride = h_stride,
     chunk = chunk, stages = stages, tile_cols = cols,
     layers = layers,
-  }
+  })
 end
 
 local function mma(spec, params_floats, kind, max_rows, suffix, tune)

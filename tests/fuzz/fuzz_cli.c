@@ -47,15 +47,21 @@ static void set_fields(char **words, size_t count) {
   }
 }
 
-static void parse_arguments(char **words, size_t count) {
-  static char program[] = "flowgen";
-  char *argv[MAX_WORDS + 2];
+/* argv for a parse: program, then the words; returns argc. */
+static int make_argv(char *program, char **words, size_t count, char **argv) {
   argv[0] = program;
   for (size_t i = 0; i < count; ++i) argv[i + 1] = words[i];
   argv[count + 1] = NULL;
+  return (int)count + 1;
+}
+
+static void parse_arguments(char **words, size_t count) {
+  static char program[] = "flowgen";
+  char *argv[MAX_WORDS + 2];
+  int argc = make_argv(program, words, count, argv);
   fg_cli_generate_args a;
   memset(&a, 0, sizeof a);
-  int code = fg_cli_parse_generate((int)count + 1, argv, &a);
+  int code = fg_cli_parse_generate(argc, argv, &a);
   FUZZ_CHECK(code == -1 || code == 0 || code == 2);
   FUZZ_CHECK((code == 0) == (a.help || a.version));
   if (code != -1) return;
@@ -69,12 +75,10 @@ static void parse_arguments(char **words, size_t count) {
 static void parse_sample_arguments(char **words, size_t count) {
   static char program[] = "sample";
   char *argv[MAX_WORDS + 2];
-  argv[0] = program;
-  for (size_t i = 0; i < count; ++i) argv[i + 1] = words[i];
-  argv[count + 1] = NULL;
+  int argc = make_argv(program, words, count, argv);
   fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
-  int code = fg_cli_parse_sample((int)count + 1, argv, &a);
+  int code = fg_cli_parse_sample(argc, argv, &a);
   FUZZ_CHECK(code == -1 || code == 0 || code == 2);
   FUZZ_CHECK((code == 0) == a.help);
   if (code != -1) return;
