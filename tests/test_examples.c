@@ -225,6 +225,31 @@ static void test_embed_builds(void **state) {
   fx.embed_built = true;
 }
 
+/* The host launcher of every kind of variant builds with nvcc: clusters
+ * with more than 48 KB of dynamic shared memory (the split tiled kernel),
+ * the matrix units (bf16, with 16-bit weight copies), several tiles in
+ * flight with a multi-stage solver. */
+static void test_host_launcher_variants_build(void **state) {
+  (void)state;
+  if (!have_nvcc() || fg_test_under_valgrind()) skip();
+  static const char *const cases[] = {
+      "--dim 128 --hidden 512 --steps 2",
+      "--dim 64 --steps 2 --precision bf16",
+      "--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tstages=3",
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    char cu[PATH_BYTES], obj[PATH_BYTES], command[COMMAND_BYTES];
+    format(cu, sizeof cu, "%s/launcher%zu.cu", fx.tmp, i);
+    format(obj, sizeof obj, "%s/launcher%zu.o", fx.tmp, i);
+    format(command, sizeof command, "'%s' %s --host-launcher -o '%s' && \"${NVCC:-nvcc}\" "
+           "-arch=sm_90 -c '%s' -o '%s'", fx.flowgen, cases[i], cu, cu, obj);
+    char *err = NULL;
+    if (fg_test_run(command, NULL, &err) != 0) fail_msg("%s:\n%s", cases[i], err ? err : "");
+    free(err);
+    assert_true(fg_test_file_exists(obj));
+  }
+}
+
 /* ---- jit_sample without a GPU -------------------------------------------- */
 
 static void test_jit_sample_usage_errors(void **state) {
@@ -400,6 +425,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jit_sample_builds),
       cmocka_unit_test(test_embed_builds),
+      cmocka_unit_test(test_host_launcher_variants_build),
       cmocka_unit_test(test_jit_sample_usage_errors),
       cmocka_unit_test(test_jit_sample_bad_weights),
       cmocka_unit_test(test_jit_sample_without_gpu),
