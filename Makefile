@@ -69,7 +69,8 @@ help:
 	@echo "make demo       write the default kernel and sample the demo model"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
-	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up"
+	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up;"
+	@echo "                then every precision from B=1 to 1048576"
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
 	@echo "make valgrind   the tests under valgrind memcheck (make -j2: two at a time)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) (clang, build-fuzz/)"
@@ -116,8 +117,13 @@ $(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowge
 $(BUILD)/bench: $(BUILD)/obj/bench/bench.o $(BUILD)/libflowgen.a
 	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
 
+# Every shape of the default list (fp32, start-up costs), then every
+# precision at the default shape from B=1 to 1,048,576.
+BENCH_BATCHES := 1,2,4,8,16,32,64,128,256,512,1000,1024,2048,4096,8192,16384,32768,65536,100000,131072,262144,524288,1048576
 bench: $(BUILD)/bench
 	$(BUILD)/bench --json $(BUILD)/bench.json
+	$(BUILD)/bench --no-startup --precisions fp32,tf32,bf16,fp16 --shapes 64,256,32 \
+	  --batches $(BENCH_BATCHES) --json $(BUILD)/bench-precisions.json
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
