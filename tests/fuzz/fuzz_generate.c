@@ -1,7 +1,7 @@
 /* Fuzzes template rendering: a spec and options derived from the input
- * (D 1..1024, H 1..4096, S 1..10000 but mostly up to 64, a solver, arch
- * from the supported GPUs, sometimes a custom name, --tune overrides and
- * the host launcher) go to flowgen_generate.  Invariants: the shape renders or the
+ * (D 1..1024, H 1..4096, S 1..10000 but mostly up to 64, a solver, a
+ * precision, arch from the supported GPUs, sometimes a custom name, --tune
+ * overrides and the host launcher) go to flowgen_generate.  Invariants: the shape renders or the
  * planner refuses it (no template error, no limit hit); the source is
  * non-empty text holding every symbol; a second generation gives the same
  * bytes; the variants cover every batch size once with a launch
@@ -21,13 +21,17 @@ static const int nice_sizes[] = {1,  2,   3,   4,   8,   16,  24,   32,  48,
 static const int archs[] = {75, 80, 86, 89, 90};
 /* By name, so that a solver the library does not know yet stays euler. */
 static const char *const solvers[] = {"euler", "midpoint", "heun", "rk4"};
-static const char *const tune_keys[] = {"strategy", "cluster", "rows",
-                                        "clusters", "drop",    "bogus"};
+static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clusters",
+                                        "drop",     "bogus",   "mma",     "mrows",
+                                        "mchunk",   "mstages", "mblocks", "tcluster",
+                                        "tchunk",   "tstages"};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
     "4",     "8",       "16",    "32",     "1:2:3",  "1:4",
     "2:1",   "0:0",     "abc",   "1.5",    "1e3",    "0x4",
-    "layer1", "layer2", "layer3", "4294967297", "9223372036854775807", "24"};
+    "layer1", "layer2", "layer3", "4294967297", "9223372036854775807", "24",
+    "64",    "128",     "5",     "9"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The largest dynamic shared memory a block can opt in to (bytes). */
@@ -65,6 +69,9 @@ static void derive_shape(fuzz_input *in, flowgen_spec *spec) {
   uint8_t arch = fuzz_byte(in);
   spec->arch = arch < 250 ? archs[arch % COUNT(archs)]
                           : fuzz_int(in, FLOWGEN_ARCH_MIN, 1000);
+  uint8_t precision = fuzz_byte(in);
+  if (precision >= 128)
+    flowgen_spec_set(spec, "precision", precisions[precision % COUNT(precisions)], NULL);
 }
 
 /* "key=value,..." from the word lists, or raw bytes. */
