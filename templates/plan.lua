@@ -236,20 +236,6 @@ local function mma_layer(inputs, outputs, warps_n)
   return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
 end
 
-local function mma_variant(spec, params_floats, kind, suffix, rows, chunk, stages, shared,
-                           x_stride, h_stride, cols, layers)
-  local D, H = spec.dim, spec.hidden
-  return variant(spec, params_floats, "mma" .. suffix, "mma.cut",
-                 {threads = 256, rows = rows, blocks = 1, shared = shared}, {
-    mma = kind,
-    weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
-    m_tiles = rows // 16, warps_n = 8,
-    x_stride = x_stride, h_stride = h_stride,
-    chunk = chunk, stages = stages, tile_cols = cols,
-    layers = layers,
-  })
-end
-
 local function mma(spec, params_floats, kind, max_rows, suffix, tune)
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
@@ -258,7 +244,7 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
   -- loads) floats past a multiple of 32 spread a fragment over all banks.
   local pad = es == 2 and 8 or 4
   local x_stride, h_stride = round_up(D, 32) + pad, round_up(H, 32) + pad
-  local warps_n = 8  -- of the block's 256 threads; mma_variant says the same
+  local warps_n = 8  -- all of the block's 256 threads side by side
   local layers = {mma_layer(D, H, warps_n), mma_layer(H, H, warps_n), mma_layer(H, D, warps_n)}
   local cols = 0
   for _, l in ipairs(layers) do cols = math.max(cols, l.cols) end
@@ -297,10 +283,17 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
     for _, chunk in ipairs(choices("mchunk", {32, 16})) do
       for _, stages in ipairs(choices("mstages", {4, 3, 2})) do
         if bytes(rows, chunk, stages) <= limit then
-          local v = mma_variant(spec, params_floats, kind, suffix, rows, chunk, stages,
-                                bytes(rows, chunk, stages), x_stride, h_stride, cols, layers)
-          v.blocks_per_sm = blocks_per_sm
-          return v
+          return variant(spec, params_floats, "mma" .. suffix, "mma.cut",
+                         {threads = 32 * warps_n, rows = rows, blocks = 1,
+                          shared = bytes(rows, chunk, stages)}, {
+            mma = kind,
+            weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
+            m_tiles = rows // 16, warps_n = warps_n,
+            x_stride = x_stride, h_stride = h_stride,
+            chunk = chunk, stages = stages, tile_cols = cols,
+            layers = layers,
+            blocks_per_sm = blocks_per_sm,
+          })
         end
       end
     end
