@@ -80,7 +80,7 @@ help:
 lib: $(BUILD)/libflowgen.a
 cli: $(BUILD)/flowgen
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h tests/fuzz/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h tests/fuzz/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 

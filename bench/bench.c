@@ -15,6 +15,7 @@
 #include "cuda_api.h"
 #include "flowrt.h"
 #include "module_cache.h"
+#include "random.h"
 
 #include <dlfcn.h>
 #include <jansson.h>
@@ -81,27 +82,10 @@ static void load_extra_driver(void) {
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-static double uniform(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static void fill(float *p, size_t n, float scale) {
-  for (size_t i = 0; i < n; ++i) p[i] = (float)((2 * uniform() - 1) * scale);
-}
-
 static flowrt_weights *random_weights(int D, int H) {
   flowrt_weights *w = NULL;
   FLOWGEN_CHECK(flowrt_weights_alloc(D, H, &w, ERR));
-  float s1 = 1 / sqrtf(D + 1.0f), s2 = 1 / sqrtf((float)H);
-  fill(w->w1, (size_t)H * (D + 1), s1);
-  fill(w->b1, H, s1);
-  fill(w->w2, (size_t)H * H, s2);
-  fill(w->b2, H, s2);
-  fill(w->w3, (size_t)D * H, s2);
-  fill(w->b3, D, s2);
+  bench_fill_weights(w);
   return w;
 }
 
@@ -348,7 +332,7 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
   for (int bi = 0; bi < o->batch_count; ++bi) {
     int64_t batch = o->batches[bi];
     size_t n = (size_t)batch * spec.dim;
-    fill(host, n * sets, 2.0f);
+    bench_fill(host, n * sets, 2.0f);
     for (int i = 0; i < sets; ++i) CHECK(cu->cuMemcpyHtoD(x0[i], host + i * n, n * 4));
     run_ctx c = {s, NULL, &spec, x0, sets, x, batch, NULL};
     int runs = o->quick ? 20 : (batch >= 65536 ? 30 : 100);
@@ -419,7 +403,7 @@ static void bench_startup(json_t *root) {
     CHECK(cu->cuCtxPushCurrent(ctx));
     CHECK(cu->cuMemAlloc(&x, 8 * 64 * 4));
     float host[8 * 64];
-    fill(host, 8 * 64, 1.0f);
+    bench_fill(host, 8 * 64, 1.0f);
     CHECK(cu->cuMemcpyHtoD(x, host, sizeof host));
     FLOWGEN_CHECK(flowrt_sample(s, x, x, 8, NULL, ERR));
     CHECK(cu->cuCtxSynchronize());

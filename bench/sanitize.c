@@ -11,20 +11,13 @@
  * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag.
  */
 #include "flowrt.h"
+#include "random.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float uniform(float scale) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((2.0 * (double)(rng >> 11) / 9007199254740992.0 - 1.0) * scale);
-}
 
 static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weights *w,
                  const char *strategy, int64_t batch, double tolerance) {
@@ -39,7 +32,7 @@ static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weigh
     fprintf(stderr, "sanitize: out of memory\n");
     goto done;
   }
-  for (size_t i = 0; i < n; ++i) x0[i] = uniform(2.0f);
+  bench_fill(x0, n, 2.0f);
   for (size_t i = 0; i < n; ++i) x[i] = NAN;
   if (flowrt_sample_host(s, x0, x, batch, &err)) {
     fprintf(stderr, "sanitize: %s\n", err.message);
@@ -123,14 +116,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "sanitize: %s\n", err.message);
       return 1;
     }
-    float s1 = 1 / sqrtf(spec.dim + 1.0f), s2 = 1 / sqrtf((float)spec.hidden);
-    size_t D = spec.dim, H = spec.hidden;
-    for (size_t i = 0; i < H * (D + 1); ++i) w->w1[i] = uniform(s1);
-    for (size_t i = 0; i < H; ++i) w->b1[i] = uniform(s1);
-    for (size_t i = 0; i < H * H; ++i) w->w2[i] = uniform(s2);
-    for (size_t i = 0; i < H; ++i) w->b2[i] = uniform(s2);
-    for (size_t i = 0; i < D * H; ++i) w->w3[i] = uniform(s2);
-    for (size_t i = 0; i < D; ++i) w->b3[i] = uniform(s2);
+    bench_fill_weights(w);
     flowrt_sampler *s = NULL;
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) {
       fprintf(stderr, "sanitize: %s\n", err.message);
