@@ -20,20 +20,15 @@
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
-#   all       each of the above
+#   all       (or no part) every part but tune and tune-tests
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
-[ $# -gt 0 ] || set -- all
+if [ $# -eq 0 ] || [ "$*" = all ]; then set -- tests sanitize bench precisions sweep digits; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 have_torch() { [ "${FLOWGEN_NO_TORCH:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; }
 status=0
-for what in "$@"; do
-  case $what in
-  all) set -- tests sanitize bench precisions sweep digits ;;
-  esac
-done
 for what in "$@"; do
   case $what in
   tests)
