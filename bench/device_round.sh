@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|sweep|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|tune|tune-tests|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
