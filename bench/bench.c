@@ -10,7 +10,7 @@
  *
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--shapes D,H,S;...]
  *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
- *              [--no-startup]
+ *              [--no-startup] [--no-baseline]
  */
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -302,6 +302,7 @@ typedef struct options {
   flowgen_precision precisions[8];
   int precision_count;
   bool no_startup;
+  bool no_baseline;
 } options;
 
 static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
@@ -345,7 +346,8 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
     timing tb = {NAN, NAN, NAN};
     double berr = NAN;
     /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop. */
-    if (precision == FLOWGEN_PRECISION_FP32 && flops_per_sample(&spec) * batch <= 2e12) {
+    if (!o->no_baseline && precision == FLOWGEN_PRECISION_FP32 &&
+        flops_per_sample(&spec) * batch <= 2e12) {
       tb = time_runs(&b, 2, o->quick ? 5 : (batch >= 4096 ? 10 : 30));
       berr = check_output(&b, w, host, 2);
     }
@@ -482,6 +484,8 @@ static void parse(int argc, char **argv, options *o) {
           o->shape_count++;
     } else if (strcmp(argv[i], "--no-startup") == 0) {
       o->no_startup = true;
+    } else if (strcmp(argv[i], "--no-baseline") == 0) {
+      o->no_baseline = true;
     } else if (strcmp(argv[i], "--precisions") == 0 && i + 1 < argc) {
       o->precision_count = 0;
       for (char *p = strtok(argv[++i], ","); p && o->precision_count < 8; p = strtok(NULL, ",")) {
@@ -501,7 +505,8 @@ static void parse(int argc, char **argv, options *o) {
     } else {
       fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] "
                       "[--shapes D,H,S;...] [--batches B,...] "
-                      "[--precisions fp32,tf32,bf16,fp16] [--no-startup]\n");
+                      "[--precisions fp32,tf32,bf16,fp16] [--no-startup] "
+                      "[--no-baseline]\n");
       exit(2);
     }
   }

@@ -5,9 +5,10 @@
  * orders of magnitude slower.
  *
  * usage: compute-sanitizer --tool memcheck|racecheck|synccheck|initcheck \
- *          --error-exitcode 1 build/sanitize [--light]
+ *          --error-exitcode 1 build/sanitize [--light] [--only PREFIX]
  * --light: two steps per case and only the smallest batch of each variant
  * (racecheck runs a launch hundreds of times slower than it would run).
+ * --only: the variants whose strategy starts with PREFIX (e.g. grid).
  * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag.
  */
 #include "flowrt.h"
@@ -69,11 +70,14 @@ done:
 
 int main(int argc, char **argv) {
   bool light = false;
+  const char *only = "";
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--light") == 0) {
       light = true;
+    } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      fprintf(stderr, "usage: sanitize [--light]\n");
+      fprintf(stderr, "usage: sanitize [--light] [--only STRATEGY-PREFIX]\n");
       return 2;
     }
   }
@@ -91,6 +95,7 @@ int main(int argc, char **argv) {
       {32, 128, 3, FLOWGEN_SOLVER_MIDPOINT, FLOWGEN_PRECISION_FP32, 1e-6},
       {128, 512, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-6},
       {128, 128, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-6},
+      {64, 512, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-6},
       {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_BF16, 1e-2},
       {3, 100, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},
       {33, 130, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP16, 1e-2},
@@ -125,6 +130,7 @@ int main(int argc, char **argv) {
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
     for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
       const flowgen_variant *v = flowgen_kernel_variant(k, i);
+      if (strncmp(v->strategy, only, strlen(only)) != 0) continue;
       int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
       int64_t hi = v->max_batch >= 0 ? v->max_batch : lo + 2 * v->rows_per_block + 3;
       failures += check(s, &spec, w, v->strategy, lo, cases[c].tolerance);
