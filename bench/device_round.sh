@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|tune|tune-tests|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|tune|tune-tests|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -16,6 +16,9 @@
 #             and 64 on shapes with large weights
 #   tune-tests  test_gpu_sample and build/sanitize (memcheck) under the
 #             tiled kernels' tuned configurations
+#   grid      the grid strategy's shapes at B = 1, 8 and 64, then
+#             compute-sanitizer memcheck, racecheck and synccheck over its
+#             kernels (build/sanitize --only grid)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
@@ -24,7 +27,7 @@
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
-if [ $# -eq 0 ] || [ "$*" = all ]; then set -- tests sanitize bench precisions sweep digits; fi
+if [ $# -eq 0 ] || [ "$*" = all ]; then set -- tests sanitize bench precisions sweep grid digits; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 have_torch() { [ "${FLOWGEN_NO_TORCH:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; }
@@ -83,12 +86,12 @@ for what in "$@"; do
     for t in "" mstages=2 mchunk=16 mchunk=64 mrows=32 mrows=32,mblocks=2 \
              mrows=32,mchunk=16,mblocks=2 mrows=16,mblocks=2; do
       echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
-      FLOWGEN_TUNE=$t build/bench --quick --no-startup --precisions fp32,tf32,bf16 \
+      FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
         --shapes 64,256,32 --batches 1000,65536 >> "$out/tune.txt" 2>&1 || status=1
     done
     for t in "" tchunk=128 tstages=3 tstages=4 tstages=4,tchunk=64 tstages=6,tchunk=64 tcluster=4; do
       echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
-      FLOWGEN_TUNE=$t build/bench --quick --no-startup \
+      FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline \
         --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 1,64 \
         >> "$out/tune.txt" 2>&1 || status=1
     done
@@ -101,6 +104,20 @@ for what in "$@"; do
       FLOWGEN_TUNE=$t timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool memcheck --error-exitcode 1 \
         build/sanitize > "$out/tune-sanitize-$t.log" 2>&1 \
         && echo "tune-tests $t: memcheck clean" || { echo "tune-tests $t: memcheck FAILED"; status=1; }
+    done ;;
+  grid)
+    build/bench --quick --no-startup --no-baseline --batches 1,8,64 \
+      --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32;33,1000,32" \
+      --json "$out/grid.json" > "$out/grid.txt" 2>&1 || status=1
+    grep 'B=' "$out/grid.txt"
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck synccheck; do
+      if timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool $tool --error-exitcode 1 \
+           build/sanitize --light --only grid > "$out/grid-$tool.log" 2>&1; then
+        echo "grid: $tool clean"
+      else
+        echo "grid: $tool FAILED"; status=1
+      fi
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

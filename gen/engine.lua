@@ -245,6 +245,7 @@ local variant_fields = {
   {"block_threads", "integer"}, {"rows_per_block", "integer"},
   {"cluster_blocks", "integer"}, {"shared_bytes", "integer"},
   {"params_bytes", "integer"}, {"pack_threads", "integer"},
+  {"grid_blocks_per_sm", "integer", 0},  -- optional, with its default
 }
 
 local function plain_variants(plan)
@@ -257,6 +258,7 @@ local function plain_variants(plan)
     for _, f in ipairs(variant_fields) do
       local name, kind = f[1], f[2]
       local value = rawget(v, name)
+      if value == nil then value = f[3] end
       local ok = (kind == "string" and type(value) == "string")
         or (kind == "integer" and math.type(value) == "integer")
       if not ok then

@@ -99,6 +99,7 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
     v->shared_bytes = (size_t)raw_int(L, "shared_bytes", 0, INT_MAX, &ok);
     v->params_bytes = (size_t)raw_int(L, "params_bytes", 0, LUA_MAXINTEGER, &ok);
     v->pack_threads = (int)raw_int(L, "pack_threads", 1, 1024, &ok);
+    v->grid_blocks_per_sm = (int)raw_int(L, "grid_blocks_per_sm", 0, 32, &ok);
     lua_pop(L, 1);
     if (!v->strategy || !v->symbol || !v->pack_symbol)
       return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
@@ -232,14 +233,17 @@ const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *k,
 
 static json_t *variant_json(const flowgen_variant *v) {
   return json_pack(
-      "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:I, s:I, s:s}",
+      "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:i, s:I, s:I, s:s}",
       "strategy", v->strategy, "symbol", v->symbol, "pack_symbol",
       v->pack_symbol, "min_batch", (json_int_t)v->min_batch, "max_batch",
       (json_int_t)v->max_batch, "block", "x", v->block_threads, "y", 1, "z", 1,
       "rows_per_block", v->rows_per_block, "cluster_blocks", v->cluster_blocks,
+      "grid_blocks_per_sm", v->grid_blocks_per_sm,
       "shared_bytes", (json_int_t)v->shared_bytes, "params_bytes",
       (json_int_t)v->params_bytes, "grid",
-      "x = ceil(batch / rows_per_block) * cluster_blocks");
+      v->grid_blocks_per_sm > 0
+          ? "x = SMs * grid_blocks_per_sm, cooperative"
+          : "x = ceil(batch / rows_per_block) * cluster_blocks");
 }
 
 char *flowgen_kernel_describe(const flowgen_kernel *k) {

@@ -150,6 +150,11 @@ typedef struct flowgen_variant {
                                  cluster_blocks > 1 (its blocks share them) */
   int cluster_blocks;         /* thread-block cluster size (1 = none);
                                  grid.x = ceil(B / rows_per_block) * cluster_blocks */
+  int grid_blocks_per_sm;     /* > 0: a persistent grid instead, grid.x = this
+                                 times the device's SMs, launched cooperatively
+                                 (all blocks resident; they meet at grid
+                                 barriers); its launches use the scratch area
+                                 in params and must not overlap each other */
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */
   int pack_threads;           /* blockDim.x of the packing kernel */

@@ -126,7 +126,10 @@ const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *sampler);
 /* Samples batch rows: x = ODE solution from x0.  x0 and x are device
  * pointers (CUdeviceptr) to batch x D fp32, row-major; they may be equal.
  * Asynchronous on stream (a CUstream, NULL = legacy default stream) and
- * legal inside CUDA graph capture.  batch = 0 does nothing. */
+ * legal inside CUDA graph capture.  batch = 0 does nothing.  The grid
+ * strategy (small batches of large shapes) keeps its activations in the
+ * sampler's device buffer: launches of one sampler must not overlap (use
+ * one stream per sampler, or order them); different samplers may. */
 flowgen_status flowrt_sample(flowrt_sampler *sampler, uint64_t x0, uint64_t x,
                              int64_t batch, void *stream, flowgen_error *err);
 /* Convenience: host arrays, synchronous. */

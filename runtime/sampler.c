@@ -30,6 +30,7 @@ struct flowrt_runtime {
   CUdevice device;
   CUcontext ctx;
   int device_arch;            /* sm_XY of the device */
+  int sms;                    /* its multiprocessors (persistent grids) */
   int compile_arch;           /* clamped to what NVRTC supports */
   flowrt_target target;       /* cubin, or PTX past NVRTC's newest arch */
   char *template_dir;
@@ -69,8 +70,12 @@ static flowgen_status device_arch(flowrt_runtime *rt, flowgen_error *err) {
                            rt->device))) ||
       (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
                            &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                           rt->device))) ||
+      (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
+                           &rt->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                            rt->device))))
     return st;
+  if (rt->sms < 1) rt->sms = 1;
   rt->device_arch = major * 10 + minor;
   return FLOWGEN_OK;
 }
@@ -394,25 +399,33 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
   if (!v)
     return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
                    (long long)batch);
+  flowrt_runtime *rt = s->rt;
   int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
+  if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->sms * v->grid_blocks_per_sm;
   if (blocks > 0x7fffffff)
     return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
                    (long long)batch);
-  CUlaunchAttribute cluster = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
-  cluster.value.clusterDim.x = (unsigned)v->cluster_blocks;
-  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  /* A cluster launch, or a cooperative one (a persistent grid whose blocks
+   * must all be resident at once). */
+  CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+  attr.value.clusterDim.x = (unsigned)v->cluster_blocks;
+  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+  if (v->grid_blocks_per_sm > 0) {
+    attr = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+    attr.value.cooperative = 1;
+  }
+  bool with_attr = v->cluster_blocks > 1 || v->grid_blocks_per_sm > 0;
   CUlaunchConfig cfg = {.gridDimX = (unsigned)blocks, .gridDimY = 1, .gridDimZ = 1,
                         .blockDimX = (unsigned)v->block_threads,
                         .blockDimY = 1, .blockDimZ = 1,
                         .sharedMemBytes = (unsigned)v->shared_bytes,
                         .hStream = (CUstream)stream,
-                        .attrs = v->cluster_blocks > 1 ? &cluster : NULL,
-                        .numAttrs = v->cluster_blocks > 1 ? 1 : 0};
+                        .attrs = with_attr ? &attr : NULL,
+                        .numAttrs = with_attr ? 1 : 0};
   CUdeviceptr in = (CUdeviceptr)x0, outp = (CUdeviceptr)x;
   long long rows = batch;
   void *args[] = {&in, &outp, &rows, &s->params};
   int index = (int)(v - flowgen_kernel_variant(k, 0));
-  flowrt_runtime *rt = s->rt;
   flowgen_status st = push_ctx(rt, err);
   if (st) return st;
   st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL));

@@ -182,6 +182,7 @@ typedef struct fake_function {
 typedef struct fake_launch {
   char name[160];
   unsigned grid, block, shared, cluster;
+  bool cooperative;
   CUstream stream;
   CUdeviceptr in, out, params; /* sampling kernel arguments */
   long long rows;
@@ -551,8 +552,15 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
   if (cfg->sharedMemBytes > 48 * 1024 && (int)cfg->sharedMemBytes > f->max_dynamic_shared)
     return CUDA_ERROR_INVALID_VALUE; /* the driver insists on the opt-in */
   unsigned cluster = 1;
+  bool cooperative = false;
   for (unsigned i = 0; i < cfg->numAttrs; ++i) {
     const CUlaunchAttribute *a = &cfg->attrs[i];
+    if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+      cooperative = a->value.cooperative != 0;
+      if (cooperative && cfg->gridDimX > 132) /* one block per SM at most here */
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+      continue;
+    }
     if (a->id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
     cluster = a->value.clusterDim.x * a->value.clusterDim.y * a->value.clusterDim.z;
     if (cluster == 0 || cfg->gridDimX % a->value.clusterDim.x != 0 || cluster > 16 ||
@@ -571,6 +579,7 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
   l->shared = cfg->sharedMemBytes;
   l->stream = cfg->hStream;
   l->cluster = cluster;
+  l->cooperative = cooperative;
   if (ends_with(f->name, "_pack")) {
     check_pack_arguments(params);
   } else {
@@ -1571,6 +1580,35 @@ static void test_cluster_of_16_blocks(void **state) {
   fault_every_call_in(PH_CREATE);
 }
 
+/* A grid variant is one cooperative launch of a block per SM (the fake
+ * device has 132), whatever the batch. */
+static void test_grid_is_a_cooperative_launch(void **state) {
+  (void)state;
+  setenv("FLOWGEN_TUNE", "grid=1", 1);
+  scenario sc;
+  scenario_init(&sc, weights);
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  const flowgen_variant *v = flowgen_kernel_pick(k, HOST_BATCH);
+  assert_int_equal(strncmp(v->strategy, "grid_b", 6), 0);
+  assert_int_equal(v->grid_blocks_per_sm, 1);
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  const fake_launch *l = &g.launches[g.nlaunches - 1];
+  assert_string_equal(l->name, v->symbol);
+  assert_true(l->cooperative);
+  assert_int_equal(l->grid, 132);
+  assert_int_equal(l->cluster, 1);
+  assert_int_equal(l->block, v->block_threads);
+  assert_int_equal(l->shared, v->shared_bytes);
+  assert_int_equal(l->rows, HOST_BATCH);
+  /* The other launches are not cooperative. */
+  for (int i = 0; i + 1 < g.nlaunches; ++i) assert_false(g.launches[i].cooperative);
+  scenario_finish(&sc);
+  expect_no_problems();
+  fault_every_call_in(PH_SAMPLE_HOST);
+}
+
 /* ---- (e) NVRTC: missing, too old, failing ------------------------------- */
 
 static const char tiny_source[] = "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n";
@@ -1913,6 +1951,7 @@ int main(void) {
       FAULT_TEST(test_unnamed_error_code),
       FAULT_TEST(test_newer_device_gets_ptx),
       FAULT_TEST(test_cluster_of_16_blocks),
+      FAULT_TEST(test_grid_is_a_cooperative_launch),
       FAULT_TEST(test_nvrtc_missing),
       FAULT_TEST(test_nvrtc_missing_a_symbol_is_too_old),
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),

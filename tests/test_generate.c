@@ -379,7 +379,7 @@ static void test_variants_are_consistent(void **state) {
         /* One packed buffer for all: the fp32 layout, and where a variant
          * runs on the matrix units, perhaps copies for it after that. */
         assert_int_equal(v->params_bytes, flowgen_kernel_variant(k, 0)->params_bytes);
-        if (!find_strategy(k, "mma") && !find_strategy(k, "mma16"))
+        if (!find_strategy(k, "mma") && !find_strategy(k, "mma16") && !find_strategy(k, "grid_b8"))
           assert_int_equal(v->params_bytes, 4 * params_floats((size_t)d, (size_t)h));
         else
           assert_true(v->params_bytes >= 4 * params_floats((size_t)d, (size_t)h));
@@ -419,15 +419,52 @@ static void test_variants_are_consistent(void **state) {
  * the tune keys that steer them (bad values refused, naming the key). */
 static void test_strategies_by_shape(void **state) {
   (void)state;
+  /* 1.5 MB of weights: the grid strategy up to B=64 (cooperative, one
+   * block per SM, scratch space in params), then the split tiled kernel. */
   flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
   flowgen_kernel *k = generate(&spec, NULL);
   const flowgen_variant *v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "grid_b1");
+  assert_int_equal(v->grid_blocks_per_sm, 1);
+  assert_int_equal(v->rows_per_block, 1);
+  assert_int_equal(v->max_batch, 1);
+  v = flowgen_kernel_variant(k, 1);
+  assert_string_equal(v->strategy, "grid_b8");
+  assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->min_batch, 2);
+  assert_int_equal(v->max_batch, 8);
+  v = flowgen_kernel_variant(k, 2);
+  assert_string_equal(v->strategy, "grid_b64");
+  assert_int_equal(v->min_batch, 9);
+  assert_int_equal(v->max_batch, 64);
+  /* h1, h2 for 64 rows and the barrier after the weights */
+  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 2 * 64 * 512 + 1));
+  assert_contains(flowgen_kernel_source(k), "atom.add.release.gpu.u32");
+  v = flowgen_kernel_variant(k, 3);
   assert_string_equal(v->strategy, "tiled8c8");
+  assert_int_equal(v->grid_blocks_per_sm, 0);
   assert_int_equal(v->cluster_blocks, 8);
   assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->min_batch, 65);
   assert_int_equal(v->max_batch, 112);
   assert_contains(flowgen_kernel_source(k), "st.shared::cluster.f32");
   flowgen_kernel_free(k);
+  /* grid=0: none; 394 KB of weights (the default shape): none unless grid=1. */
+  flowgen_options no_grid = {.tune = "grid=0"};
+  k = generate(&spec, &no_grid);
+  assert_null(find_strategy(k, "grid_b1"));
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "tiled8c8");
+  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 112);
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(64, 256, 4, 90);
+  k = generate(&spec, NULL);
+  assert_null(find_strategy(k, "grid_b8"));
+  flowgen_kernel_free(k);
+  flowgen_options grid = {.tune = "grid=1"};
+  k = generate(&spec, &grid);
+  assert_non_null(find_strategy(k, "grid_b8"));
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(128, 512, 4, 90);
   /* sm_80 has no clusters. */
   spec.arch = 80;
   k = generate(&spec, NULL);

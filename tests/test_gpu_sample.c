@@ -243,20 +243,21 @@ static void test_zero_batch_and_aliasing(void **state) {
 }
 
 /* Captured into a CUDA graph and replayed, a sample gives the same bytes
- * as a direct launch. */
-static void test_graph_capture(void **state) {
-  FG_SKIP_WITHOUT_GPU();
-  gpu_fixture *f = *state;
+ * as a direct launch (x0 and x apart), and those match the reference.  At
+ * D=128, H=512 B=8 runs the grid strategy (a cooperative launch). */
+static void graph_capture(gpu_fixture *f, int dim, int hidden, const char *strategy) {
   const fg_cuda_api *cu = fg_cuda(NULL);
-  flowgen_spec spec = make_spec(64, 256, 32);
-  flowrt_weights *w = random_weights(64, 256, fg_test_seed() + 7);
+  flowgen_spec spec = make_spec(dim, hidden, 32);
+  flowrt_weights *w = random_weights(dim, hidden, fg_test_seed() + 7);
   flowrt_sampler *s = NULL;
   flowgen_error err;
   assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
   const int64_t batch = 8;
-  size_t bytes = batch * 64 * sizeof(float);
-  float x0[8 * 64], direct[8 * 64], replay[8 * 64];
-  fg_test_fill_uniform(x0, 8 * 64, fg_test_seed(), 1.5f);
+  assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batch)->strategy, strategy);
+  const size_t n = (size_t)batch * dim, bytes = n * sizeof(float);
+  float *x0 = malloc(bytes), *direct = malloc(bytes), *replay = malloc(bytes);
+  double *ref = malloc(n * sizeof *ref);
+  fg_test_fill_uniform(x0, n, fg_test_seed(), 1.5f);
   CUcontext ctx;
   CUdevice dev;
   assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
@@ -284,24 +285,29 @@ static void test_graph_capture(void **state) {
   assert_true(stream_create && begin && end && instantiate && launch && memset32);
   assert_int_equal(stream_create(&stream, 0), CUDA_SUCCESS);
 
-  assert_int_equal(memset32(out, 0x7fc00000u, batch * 64), CUDA_SUCCESS); /* NaN */
+  assert_int_equal(memset32(out, 0x7fc00000u, n), CUDA_SUCCESS); /* NaN */
   assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(direct, out, bytes), CUDA_SUCCESS);
 
   CUgraph graph;
   CUgraphExec exec;
-  assert_int_equal(memset32(out, 0x7fc00000u, batch * 64), CUDA_SUCCESS);
+  assert_int_equal(memset32(out, 0x7fc00000u, n), CUDA_SUCCESS);
   assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
   assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
   assert_int_equal(instantiate(&exec, graph, 0), CUDA_SUCCESS);
-  assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
+  for (int replays = 0; replays < 3; ++replays)
+    assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(replay, out, bytes), CUDA_SUCCESS);
   assert_memory_equal(direct, replay, bytes);
-  for (int i = 0; i < 8 * 64; ++i) assert_false(isnan(direct[i]));
+  assert_int_equal(flowrt_reference_f64(&spec, w, x0, ref, batch, &err), FLOWGEN_OK);
+  double e = relerr(direct, ref, n);
+  printf("# graph D=%d H=%d B=%lld %s relerr=%.3e\n", dim, hidden, (long long)batch,
+         strategy, e);
+  assert_true(e <= 1e-6);
 
   cu->cuMemFree(in);
   cu->cuMemFree(out);
@@ -310,6 +316,48 @@ static void test_graph_capture(void **state) {
   cu->cuDevicePrimaryCtxRelease(dev);
   flowrt_sampler_destroy(s);
   flowrt_weights_free(w);
+  free(x0);
+  free(direct);
+  free(replay);
+  free(ref);
+}
+
+static void test_graph_capture(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  graph_capture(*state, 64, 256, "cluster4_r1");
+  graph_capture(*state, 128, 512, "grid_b8");
+}
+
+/* The grid strategy (D=128, H=512 and up, B <= 64) with every solver, at
+ * the edges of its two variants, launch after launch on one scratch area. */
+static void test_grid_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
+                                           FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
+  static const int shapes[][2] = {{512, 512}, {33, 1000}};
+  static const int64_t batches[] = {1, 2, 8, 9, 63, 64, 65};
+  uint64_t seed = fg_test_seed();
+  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
+    const int *shape = shapes[i % 2];
+    flowgen_spec spec = make_spec(shape[0], shape[1], 3);
+    spec.solver = solvers[i];
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 17 * i);
+    flowrt_sampler *s = NULL;
+    flowgen_error err;
+    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    const flowgen_kernel *k = flowrt_sampler_kernel(s);
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+      const char *strategy = flowgen_kernel_pick(k, batches[b])->strategy;
+      assert_true(strncmp(strategy, "grid_b", 6) == 0 || batches[b] > 64);
+      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_solver_name(spec.solver),
+             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
+      assert_true(e <= 1e-6);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
@@ -349,6 +397,7 @@ static void test_two_samplers_and_cache(void **state) {
 }
 
 int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows even if a run is cut short */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
@@ -356,6 +405,7 @@ int main(void) {
       cmocka_unit_test(test_precisions_match_reference),
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);

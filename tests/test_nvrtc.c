@@ -245,6 +245,7 @@ static void test_largest_compile_time(void **state) {
   flowgen_spec spec = fg_test_spec(1024, 4096, 10000, 90);
   spec.solver = FLOWGEN_SOLVER_RK4;
   double seconds = compile_clean(&spec, false);
+  printf("# largest shape (RK4, D=1024, H=4096, S=10000): %.2f s\n", seconds);
   if (seconds > 10.0)
     fail_msg("the largest shape took %.2f s to compile for sm_90 (limit 10 s)", seconds);
 }

@@ -24,7 +24,7 @@ static const char *const solvers[] = {"euler", "midpoint", "heun", "rk4"};
 static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clusters",
                                         "drop",     "bogus",   "mma",     "mrows",
                                         "mchunk",   "mstages", "mblocks", "tcluster",
-                                        "tchunk",   "tstages"};
+                                        "tchunk",   "tstages", "grid"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
@@ -155,11 +155,19 @@ static void check_comment(const char *source, const flowgen_variant *v) {
   if (len >= sizeof line) return;
   memcpy(line, p, len);
   line[len] = '\0';
-  long long min, max = -1, rows, blocks = 1;
+  long long min, max = -1, rows, blocks = 1, per_sm = 0;
   const char *block = strstr(line, ", block ");
+  /* A persistent grid: a finite batch range (its scratch rows), no cluster. */
+  if (number_after(line, "a cooperative launch of ", &per_sm)) {
+    FUZZ_CHECK(per_sm >= 1 && per_sm == v->grid_blocks_per_sm);
+    FUZZ_CHECK(v->cluster_blocks == 1 && v->max_batch >= 0);
+    rows = v->rows_per_block;
+  } else {
+    FUZZ_CHECK(v->grid_blocks_per_sm == 0);
+    if (!number_after(line, "grid ceil(batch / ", &rows)) return;
+  }
   if (!number_after(line, "batch ", &min) ||
-      (!strstr(line, " and up:") && !number_after(line, " to ", &max)) ||
-      !number_after(line, "grid ceil(batch / ", &rows) || !block)
+      (!strstr(line, " and up:") && !number_after(line, " to ", &max)) || !block)
     return;
   char *end;
   long long threads = strtoll(block + strlen(", block "), &end, 10);
