@@ -219,7 +219,8 @@ end
 -- up to max_width consecutive weights at a time, as the outputs divide).
 -- Within 128 registers a thread keeps 4 groups of loads of 1 or 2 weights
 -- in flight, or 1 of 4.  Measured on an H200: at 8 samples, 2 and 4 are
--- level (within 3%); at 64, 4 is 6-32% faster than 2 from D=1024, H=1024.
+-- level (within 3.1%); at 64, 4 is 6-32% faster than 2 from D=1024, H=1024
+-- (and 4-5% slower below it).
 local function grid_layer(inputs, outputs, row_tiles, max_width)
   local width = outputs % 4 == 0 and 4 or outputs % 2 == 0 and 2 or 1
   width = math.min(width, max_width)
