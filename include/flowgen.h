@@ -154,7 +154,9 @@ typedef struct flowgen_variant {
                                  times the device's SMs, launched cooperatively
                                  (all blocks resident; they meet at grid
                                  barriers); its launches use the scratch area
-                                 in params and must not overlap each other */
+                                 in params and must not overlap each other.
+                                 Refused (too few SMs free), the next variant
+                                 with 0 here serves the batch instead */
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */
   int pack_threads;           /* blockDim.x of the packing kernel */

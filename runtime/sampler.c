@@ -388,23 +388,12 @@ const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *s) {
   return s->mod->kernel;
 }
 
-flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
-                             int64_t batch, void *stream, flowgen_error *err) {
-  if (batch < 0)
-    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
-  if (batch == 0) return FLOWGEN_OK;
-  if (!x0 || !x) return fg_fail(err, FLOWGEN_INVALID, "x0 and x must be device pointers");
-  const flowgen_kernel *k = s->mod->kernel;
-  const flowgen_variant *v = flowgen_kernel_pick(k, batch);
-  if (!v)
-    return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
-                   (long long)batch);
+/* Launches variant v of s's module on batch rows (the context is current). */
+static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, CUdeviceptr in,
+                       CUdeviceptr out, int64_t batch, void *stream) {
   flowrt_runtime *rt = s->rt;
   int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
   if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->sms * v->grid_blocks_per_sm;
-  if (blocks > 0x7fffffff)
-    return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
-                   (long long)batch);
   /* A cluster launch, or a cooperative one (a persistent grid whose blocks
    * must all be resident at once). */
   CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
@@ -422,13 +411,44 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
                         .hStream = (CUstream)stream,
                         .attrs = with_attr ? &attr : NULL,
                         .numAttrs = with_attr ? 1 : 0};
-  CUdeviceptr in = (CUdeviceptr)x0, outp = (CUdeviceptr)x;
   long long rows = batch;
-  void *args[] = {&in, &outp, &rows, &s->params};
+  void *args[] = {&in, &out, &rows, &s->params};
+  const flowgen_kernel *k = s->mod->kernel;
   int index = (int)(v - flowgen_kernel_variant(k, 0));
+  return rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL);
+}
+
+flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
+                             int64_t batch, void *stream, flowgen_error *err) {
+  if (batch < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
+  if (batch == 0) return FLOWGEN_OK;
+  if (!x0 || !x) return fg_fail(err, FLOWGEN_INVALID, "x0 and x must be device pointers");
+  const flowgen_kernel *k = s->mod->kernel;
+  const flowgen_variant *v = flowgen_kernel_pick(k, batch);
+  if (!v)
+    return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
+                   (long long)batch);
+  if ((batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks > 0x7fffffff)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
+                   (long long)batch);
+  flowrt_runtime *rt = s->rt;
   flowgen_status st = push_ctx(rt, err);
   if (st) return st;
-  st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL));
+  CUresult result = launch(s, v, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
+  /* Where fewer SMs are ours than the device has (MPS, green contexts), a
+   * persistent grid cannot be resident at once: the first variant after
+   * the grid ones serves the batch instead (every variant serves any
+   * batch; the ranges are for speed). */
+  if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && v->grid_blocks_per_sm > 0) {
+    const flowgen_variant *fallback = NULL;
+    for (int i = flowgen_kernel_variant_count(k) - 1; i >= 0; --i)
+      if (flowgen_kernel_variant(k, i)->grid_blocks_per_sm == 0 &&
+          flowgen_kernel_variant(k, i)->min_batch > v->max_batch)
+        fallback = flowgen_kernel_variant(k, i);
+    if (fallback) result = launch(s, fallback, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
+  }
+  st = fg_cuda_check(result, "cuLaunchKernelEx", err);
   pop_ctx(rt);
   return st;
 }

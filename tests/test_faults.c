@@ -194,6 +194,7 @@ static struct {
   const char *hidden_symbol;   /* dlsym on the fake library returns NULL */
   CUresult init_result;
   int device_count, cc_major, cc_minor;
+  unsigned cooperative_max; /* co-resident blocks (0 = 132, one per SM) */
   int fault_fn, fault_at, fault_count; /* calls fault_at .. +count-1 fail */
   CUresult fault_result;
   const flowrt_weights *expect_weights; /* checked at the packing launch */
@@ -557,7 +558,7 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
     const CUlaunchAttribute *a = &cfg->attrs[i];
     if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
       cooperative = a->value.cooperative != 0;
-      if (cooperative && cfg->gridDimX > 132) /* one block per SM at most here */
+      if (cooperative && cfg->gridDimX > (g.cooperative_max ? g.cooperative_max : 132))
         return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
       continue;
     }
@@ -1609,6 +1610,39 @@ static void test_grid_is_a_cooperative_launch(void **state) {
   fault_every_call_in(PH_SAMPLE_HOST);
 }
 
+/* Where the grid cannot be resident at once (here: room for 100 of the 132
+ * blocks, as under MPS), the first variant after the grid ones serves. */
+static void test_grid_falls_back_when_not_resident(void **state) {
+  (void)state;
+  setenv("FLOWGEN_TUNE", "grid=1", 1);
+  g.cooperative_max = 100;
+  scenario sc;
+  scenario_init(&sc, weights);
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH), *fallback = NULL;
+  assert_int_equal(grid->grid_blocks_per_sm, 1);
+  for (int i = 0; i < flowgen_kernel_variant_count(k) && !fallback; ++i)
+    if (flowgen_kernel_variant(k, i)->grid_blocks_per_sm == 0) fallback = flowgen_kernel_variant(k, i);
+  assert_non_null(fallback);
+  int calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
+  expect_launch(&g.launches[g.nlaunches - 1], fallback, HOST_BATCH, g.launches[g.nlaunches - 1].in,
+                g.launches[g.nlaunches - 1].in);
+  assert_false(g.launches[g.nlaunches - 1].cooperative);
+  /* Any other launch error is the caller's, with no second try. */
+  arm_fault(FN_cuLaunchKernelEx, g.calls[FN_cuLaunchKernelEx] + 1, 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+  calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_CUDA);
+  expect_contains(err.message, "cuLaunchKernelEx");
+  expect_contains(err.message, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 1);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
 /* ---- (e) NVRTC: missing, too old, failing ------------------------------- */
 
 static const char tiny_source[] = "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n";
@@ -1952,6 +1986,7 @@ int main(void) {
       FAULT_TEST(test_newer_device_gets_ptx),
       FAULT_TEST(test_cluster_of_16_blocks),
       FAULT_TEST(test_grid_is_a_cooperative_launch),
+      FAULT_TEST(test_grid_falls_back_when_not_resident),
       FAULT_TEST(test_nvrtc_missing),
       FAULT_TEST(test_nvrtc_missing_a_symbol_is_too_old),
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),
