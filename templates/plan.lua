@@ -475,7 +475,10 @@ return function(spec)
       add(few, few.rows_per_block * SMS)
     end
     if x3 then
-      add(many, x3.rows_per_block * SMS)
+      -- tune mfrom: the smallest batch for tf32x3 (default: once its blocks
+      -- fill the GPU); at or below the tiled kernels' start, no 32-row one.
+      local from = tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1
+      if from > first then add(many, from - 1) end
       add(x3)
     else
       add(many)

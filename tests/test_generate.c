@@ -464,6 +464,21 @@ static void test_strategies_by_shape(void **state) {
   k = generate(&spec, &grid);
   assert_non_null(find_strategy(k, "grid_b8"));
   flowgen_kernel_free(k);
+  /* mfrom: where fp32 turns to tf32x3 (default 64 x 132 + 1). */
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "mma")->min_batch, 8449);
+  assert_int_equal(find_strategy(k, "tiled")->max_batch, 8448);
+  flowgen_kernel_free(k);
+  flowgen_options from = {.tune = "mfrom=2000"};
+  k = generate(&spec, &from);
+  assert_int_equal(find_strategy(k, "mma")->min_batch, 2000);
+  assert_int_equal(find_strategy(k, "tiled")->max_batch, 1999);
+  flowgen_kernel_free(k);
+  from.tune = "mfrom=1";
+  k = generate(&spec, &from);
+  assert_null(find_strategy(k, "tiled"));
+  assert_int_equal(find_strategy(k, "mma")->min_batch, find_strategy(k, "tiled8")->max_batch + 1);
+  flowgen_kernel_free(k);
   spec = fg_test_spec(128, 512, 4, 90);
   /* sm_80 has no clusters. */
   spec.arch = 80;
