@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|tune|tune-tests|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|large|tune|tune-tests|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -14,6 +14,8 @@
 #             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
 #             kernels' (tiles in flight, tile depth, cluster split) at B=1
 #             and 64 on shapes with large weights
+#   large     fp32 at B = 4096 and 65536 on the shapes with H >= 512, as
+#             planned and with tf32x3 from B=1057 (FLOWGEN_TUNE=mfrom=1057)
 #   tune-tests  test_gpu_sample and build/sanitize (memcheck) under the
 #             tiled kernels' tuned configurations
 #   grid      the grid strategy's shapes at B = 1, 8 and 64, then
@@ -23,7 +25,7 @@
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
-#   all       (or no part) every part but tune and tune-tests
+#   all       (or no part) every part but large, tune and tune-tests
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -96,6 +98,14 @@ for what in "$@"; do
         >> "$out/tune.txt" 2>&1 || status=1
     done
     grep -E 'TUNE|B=' "$out/tune.txt" ;;
+  large)
+    shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
+    for t in "" mfrom=1057; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
+        --shapes "$shapes" --batches 4096,65536 --json "$out/large-${t:-default}.json" \
+        2>&1 | grep 'B=' || status=1
+    done ;;
   tune-tests)
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for t in tstages=4,tchunk=64 tstages=3; do
