@@ -172,7 +172,9 @@ test-gpu: tests
 	@FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) \
 	  FLOWGEN_SOURCE_DIR=$(CURDIR) sh tests/run.sh $(TESTS)
 
+# LSAN_OPTIONS: see tests/lsan.supp.
 asan:
+	LSAN_OPTIONS="use_tls=0:suppressions=$(CURDIR)/tests/lsan.supp" \
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
