@@ -174,7 +174,7 @@ test-gpu: tests
 
 # LSAN_OPTIONS: see tests/lsan.supp.
 asan:
-	LSAN_OPTIONS="use_tls=0:suppressions=$(CURDIR)/tests/lsan.supp" \
+	LSAN_OPTIONS="use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp" \
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
