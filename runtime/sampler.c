@@ -441,12 +441,10 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
    * the grid ones serves the batch instead (every variant serves any
    * batch; the ranges are for speed). */
   if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && v->grid_blocks_per_sm > 0) {
-    const flowgen_variant *fallback = NULL;
-    for (int i = flowgen_kernel_variant_count(k) - 1; i >= 0; --i)
-      if (flowgen_kernel_variant(k, i)->grid_blocks_per_sm == 0 &&
-          flowgen_kernel_variant(k, i)->min_batch > v->max_batch)
-        fallback = flowgen_kernel_variant(k, i);
-    if (fallback) result = launch(s, fallback, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
+    const flowgen_variant *end = flowgen_kernel_variant(k, 0) + flowgen_kernel_variant_count(k);
+    const flowgen_variant *next = v + 1;
+    while (next < end && next->grid_blocks_per_sm > 0) ++next;
+    if (next < end) result = launch(s, next, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
   }
   st = fg_cuda_check(result, "cuLaunchKernelEx", err);
   pop_ctx(rt);
