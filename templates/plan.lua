@@ -218,7 +218,8 @@ end
 -- max_batch (4 outputs at least; at most 32 threads across, each reading
 -- up to max_width consecutive weights at a time, as the outputs divide).
 -- Within 128 registers a thread keeps 4 groups of loads of 1 or 2 weights
--- in flight, or 1 of 4.  Measured on an H200: at 8 samples, 2 and 4 are
+-- in flight (2 in multi-stage kernels), or 1 of 4 (grid.cut).  Measured on
+-- an H200, with Euler: at 8 samples, 2 and 4 are
 -- level (within 3.1%); at 64, 4 is 6-32% faster than 2 from D=1024, H=1024
 -- (and 4-5% slower below it).
 local function grid_layer(inputs, outputs, row_tiles, max_width)
@@ -441,7 +442,7 @@ return function(spec)
   -- the blocks, 1 = none).  A cluster of 8 runs 14 at once on an H200.
   local split = math.max(2, math.min(8, pow2_floor(weight_bytes // 65536)))
   if tune.tcluster then split = tune_number("tcluster", tune.tcluster) end
-  if (first == 0 or grid_rows > 0) and spec.arch >= 90 and weight_bytes >= 131072 and split > 1
+  if covered == 0 and spec.arch >= 90 and weight_bytes >= 131072 and split > 1
       and tune.strategy ~= "tiled" then
     if not is_pow2(split) or split > 8 then
       refuse(string.format("tune: tcluster=%d is not one of 1, 2, 4, 8", split))
