@@ -34,6 +34,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 cat "$out/gpu.txt"
 have_torch() { [ "${FLOWGEN_NO_TORCH:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; }
 status=0
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# sanitizer NAME TOOL [ARGS]: build/sanitize ARGS under compute-sanitizer's
+# TOOL (SANITIZE_TIMEOUT seconds), log in $out/NAME-TOOL.log.
+sanitizer() {
+  s_name=$1 s_tool=$2
+  shift 2
+  if timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool "$s_tool" --error-exitcode 1 build/sanitize \
+       "$@" > "$out/$s_name-$s_tool.log" 2>&1; then
+    echo "$s_name: $s_tool clean"
+  else
+    echo "$s_name: $s_tool FAILED"; status=1
+  fi
+  tail -n 3 "$out/$s_name-$s_tool.log"
+}
 for what in "$@"; do
   case $what in
   tests)
@@ -41,16 +55,8 @@ for what in "$@"; do
       sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
     grep -E '^# |FAILED|tests:' "$out/tests.log" | tail -80 ;;
   sanitize)
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck initcheck; do
-      light=; [ $tool = memcheck ] || light=--light
-      if timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
-           > "$out/sanitize-$tool.log" 2>&1; then
-        echo "sanitize: $tool clean"
-      else
-        echo "sanitize: $tool FAILED"; status=1
-      fi
-      tail -n 3 "$out/sanitize-$tool.log"
+      if [ $tool = memcheck ]; then sanitizer sanitize $tool; else sanitizer sanitize $tool --light; fi
     done ;;
   bench)
     build/bench --json "$out/bench.json" | tee "$out/bench.txt" || status=1
@@ -107,7 +113,6 @@ for what in "$@"; do
         2>&1 | grep 'B=' || status=1
     done ;;
   tune-tests)
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for t in tstages=4,tchunk=64 tstages=3; do
       FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \
         && echo "tune-tests $t: test_gpu_sample passed" || { echo "tune-tests $t: FAILED"; status=1; }
@@ -120,15 +125,7 @@ for what in "$@"; do
       --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32;33,1000,32" \
       --json "$out/grid.json" > "$out/grid.txt" 2>&1 || status=1
     grep 'B=' "$out/grid.txt"
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    for tool in memcheck racecheck synccheck; do
-      if timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool $tool --error-exitcode 1 \
-           build/sanitize --light --only grid > "$out/grid-$tool.log" 2>&1; then
-        echo "grid: $tool clean"
-      else
-        echo "grid: $tool FAILED"; status=1
-      fi
-    done ;;
+    for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
