@@ -1491,6 +1491,14 @@ static flowgen_status open_and_create(scenario *sc, flowgen_error *err) {
   return run_phase(sc, PH_CREATE, err);
 }
 
+/* A sampler of the default weights under FLOWGEN_TUNE=tune, open and made. */
+static void start_tuned(scenario *sc, const char *tune) {
+  setenv("FLOWGEN_TUNE", tune, 1);
+  scenario_init(sc, weights);
+  flowgen_error err = {0};
+  if (open_and_create(sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+}
+
 /* A cached image the driver rejects twice (cached, then freshly compiled). */
 static void test_module_rejected_twice(void **state) {
   (void)state;
@@ -1567,11 +1575,9 @@ static void test_newer_device_gets_ptx(void **state) {
  * each of those calls fails once in turn, as in the loops above. */
 static void test_cluster_of_16_blocks(void **state) {
   (void)state;
-  setenv("FLOWGEN_TUNE", "cluster=16", 1);
   scenario sc;
-  scenario_init(&sc, weights);
+  start_tuned(&sc, "cluster=16");
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
   const flowgen_variant *v = flowgen_kernel_pick(flowrt_sampler_kernel(sc.s), HOST_BATCH);
   assert_int_equal(v->cluster_blocks, 16);
   assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
@@ -1585,11 +1591,9 @@ static void test_cluster_of_16_blocks(void **state) {
  * device has 132), whatever the batch. */
 static void test_grid_is_a_cooperative_launch(void **state) {
   (void)state;
-  setenv("FLOWGEN_TUNE", "grid=1", 1);
   scenario sc;
-  scenario_init(&sc, weights);
+  start_tuned(&sc, "grid=1");
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *v = flowgen_kernel_pick(k, HOST_BATCH);
   assert_int_equal(strncmp(v->strategy, "grid_b", 6), 0);
@@ -1614,12 +1618,10 @@ static void test_grid_is_a_cooperative_launch(void **state) {
  * blocks, as under MPS), the first variant after the grid ones serves. */
 static void test_grid_falls_back_when_not_resident(void **state) {
   (void)state;
-  setenv("FLOWGEN_TUNE", "grid=1", 1);
   g.cooperative_max = 100;
   scenario sc;
-  scenario_init(&sc, weights);
+  start_tuned(&sc, "grid=1");
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH), *fallback = NULL;
   assert_int_equal(grid->grid_blocks_per_sm, 1);
