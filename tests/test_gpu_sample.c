@@ -398,6 +398,9 @@ static void test_two_samplers_and_cache(void **state) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows even if a run is cut short */
+  /* FLOWGEN_TEST_FILTER=test_grid_* runs only the tests it matches. */
+  const char *filter = getenv("FLOWGEN_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
