@@ -155,7 +155,7 @@ typedef struct flowgen_variant {
                                  (all blocks resident; they meet at grid
                                  barriers); its launches use the scratch area
                                  in params and must not overlap each other.
-                                 Refused (too few SMs free), the next variant
+                                 Refused (too few SMs free), the first variant
                                  with 0 here serves the batch instead */
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */

@@ -437,12 +437,12 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
   if (st) return st;
   CUresult result = launch(s, v, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
   /* Where fewer SMs are ours than the device has (MPS, green contexts), a
-   * persistent grid cannot be resident at once: the first variant after
-   * the grid ones serves the batch instead (every variant serves any
-   * batch; the ranges are for speed). */
+   * persistent grid cannot be resident at once: the first variant that is
+   * not a grid serves the batch instead (every variant serves any batch;
+   * the ranges are for speed), as in the generated host launcher. */
   if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && v->grid_blocks_per_sm > 0) {
-    const flowgen_variant *end = flowgen_kernel_variant(k, 0) + flowgen_kernel_variant_count(k);
-    const flowgen_variant *next = v + 1;
+    const flowgen_variant *next = flowgen_kernel_variant(k, 0);
+    const flowgen_variant *end = next + flowgen_kernel_variant_count(k);
     while (next < end && next->grid_blocks_per_sm > 0) ++next;
     if (next < end) result = launch(s, next, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
   }

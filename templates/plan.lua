@@ -48,6 +48,11 @@ local function mma_reads_fp32(kind, D, H)
   return kind == "tf32x3" and D % 4 == 0 and H % 4 == 0
 end
 
+-- The weight matrices a matrix-unit kernel reads.
+local function mma_weights(kind, D, H)
+  return mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"}
+end
+
 local function params_layout(D, H, mma_kind, scratch_floats)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
@@ -68,7 +73,7 @@ local function params_layout(D, H, mma_kind, scratch_floats)
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,
-      "scratch of the grid variants: activations and the grid barrier (zeros when packed)"}
+      "scratch of the grid variants: the grid barrier, then activations (zeros when packed)"}
   end
   local offset, out = 0, {}
   for i, s in ipairs(segments) do
@@ -231,12 +236,17 @@ local function grid_layer(inputs, outputs, row_tiles, max_width)
   return {inputs = inputs, outputs = outputs, tile_cols = cols, cols_per_thread = width}
 end
 
-local function grid_scratch(spec, max_batch)
-  local D, H = spec.dim, spec.hidden
+-- Floats of the activations of `rows` samples in the scratch area: h1 and
+-- h2 (rows of h_stride), and for multi-stage solvers ys and sums (rows of
+-- x_stride); the gemm variant keeps the state there too.
+local function scratch_activations(spec, rows, x_stride, h_stride, state)
   local multi = #solvers[spec.solver].c > 1
-  local activations = max_batch * (2 * H + (multi and 2 * D or 0))
-  return activations + 4, activations  -- floats, the barrier's offset
+  return rows * (2 * h_stride + ((multi and 2 or 0) + (state and 1 or 0)) * x_stride)
 end
+
+-- The scratch area: the grid barrier's counter (4 floats, at the start, so
+-- that every variant finds it in the same place), then the activations.
+local SCRATCH_DATA = 4
 
 local function grid(spec, params_floats, rows, max_batch, scratch_rows)
   local D, H = spec.dim, spec.hidden
@@ -252,7 +262,6 @@ local function grid(spec, params_floats, rows, max_batch, scratch_rows)
   while chunk > 128 and bytes() > shared_limit(spec.arch) do chunk = chunk // 2 end
   local shared = bytes()
   if shared > shared_limit(spec.arch) then return nil end
-  local _, barrier = grid_scratch(spec, scratch_rows)
   return variant(spec, params_floats, "grid_b" .. max_batch, "grid.cut",
                  {threads = threads, rows = rows, blocks = 1, shared = shared}, {
     max_batch = max_batch,
@@ -261,7 +270,7 @@ local function grid(spec, params_floats, rows, max_batch, scratch_rows)
     chunk = chunk,
     max_tile_cols = max_cols,
     layers = layers,
-    barrier_offset = barrier,
+    x_stride = D, h_stride = H,
   })
 end
 
@@ -275,6 +284,59 @@ local function tune_number(key, text)
       key, text, TUNE_MAX))
   end
   return v
+end
+
+-- Gemm strategy (grid.cut with v.gemm): large batches of shapes with large
+-- weights, fp32 on the matrix units (tf32x3).  The same persistent grid
+-- takes each layer in turn as a matrix product over a chunk of up to
+-- scratch_rows samples (state and activations in the scratch area, about
+-- 32 MB of them, so they stay in L2), in output tiles of 32 m_tiles rows x
+-- 128 columns, each through 4 shared-memory stages of 32 inputs (cp.async,
+-- 3 in flight); the chunks run one after another.  A layer's tiles are as
+-- tall as still give every SM one (128, 64 or 32 rows).
+local GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 32, 4, 256
+local function gemm_rows(spec)
+  local h_stride = round_up(spec.hidden, 4)
+  return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
+end
+
+local function gemm(spec, params_floats, weights, tune)
+  if spec.arch < 80 then return nil end
+  local D, H = spec.dim, spec.hidden
+  local rows = gemm_rows(spec)
+  -- tune gmt: the tallest tile in 32-row units (1, 2, or 4, whose 128
+  -- accumulators spill some shapes); gblocks: blocks per SM (1, or 2 with
+  -- tiles of up to 64 rows, within 128 registers); gstages: pipeline
+  -- stages (2 to 4).
+  local function pick(key, default, allowed)
+    if not tune[key] then return default end
+    local v = tune_number(key, tune[key])
+    for _, a in ipairs(allowed) do if v == a then return v end end
+    refuse(string.format("tune: %s=%d is not one of %s", key, v, table.concat(allowed, ", ")))
+  end
+  local blocks = pick("gblocks", 1, {1, 2})
+  local max_mt = pick("gmt", 2, blocks == 1 and {1, 2, 4} or {1, 2})
+  local stages = pick("gstages", blocks == 1 and GEMM_STAGES or 3, {2, 3, 4})
+  local function gemm_layer(inputs, outputs)
+    local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
+    local m_tiles = max_mt
+    while m_tiles > 1 and (rows // (32 * m_tiles)) * col_tiles < SMS * blocks do m_tiles = m_tiles // 2 end
+    return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
+  end
+  local a_floats = 32 * max_mt * (GEMM_BK + 4)
+  local b_floats = GEMM_BK * (GEMM_BN + 8)
+  local shared = 4 * stages * (a_floats + b_floats)
+  if shared > (shared_limit(spec.arch) + 1024) // blocks - 1024 then return nil end
+  return variant(spec, params_floats, "gemm", "grid.cut",
+                 {threads = GEMM_THREADS, rows = 32 * max_mt, blocks = 1, shared = shared}, {
+    gemm = true,
+    scratch_rows = rows,
+    grid_blocks_per_sm = blocks,
+    layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)},
+    x_stride = round_up(D, 4), h_stride = round_up(H, 4),
+    gemm_bn = GEMM_BN, gemm_bk = GEMM_BK, gemm_stages = stages,
+    weights = weights,
+  })
 end
 
 -- "1:4" -> {1, 4}
@@ -350,7 +412,7 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
                          {threads = 32 * warps_n, rows = rows, blocks = 1,
                           shared = bytes(rows, chunk, stages)}, {
             mma = kind,
-            weights = mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"},
+            weights = mma_weights(kind, D, H),
             m_tiles = rows // 16, warps_n = warps_n,
             x_stride = x_stride, h_stride = h_stride,
             chunk = chunk, stages = stages, tile_cols = cols,
@@ -381,19 +443,31 @@ return function(spec)
   local mma_kind = tune.mma ~= "0" and tune.strategy ~= "tiled" and mma_kinds[spec.precision] or nil
   -- fp32 on the matrix units pays where a layer has outputs for every warp.
   if mma_kind == "tf32x3" and spec.hidden < 64 then mma_kind = nil end
-  if mma_kind and not mma(spec, 0, mma_kind, 64, "", tune) then mma_kind = nil end
+  local weight_bytes = 4 * ((spec.dim + 1) * spec.hidden + spec.hidden * spec.hidden
+                            + spec.hidden * spec.dim)
+  -- Large batches of fp32 shapes with 512 KB of weights or more: the gemm
+  -- strategy (tune gemm=0: never; gemm=1: whatever the weights).
+  local gemm_ok = mma_kind == "tf32x3" and spec.arch >= 80 and tune.gemm ~= "0"
+      and tune.strategy ~= "tiled" and (tune.gemm == "1" or weight_bytes >= 512 * 1024)
+  if mma_kind and not gemm_ok and not mma(spec, 0, mma_kind, 64, "", tune) then mma_kind = nil end
   -- Small batches of shapes with 512 KB of weights or more: the grid
   -- strategy up to 64 samples (tune grid=0: never; grid=1: at any size,
   -- instead of the cluster kernel).
-  local weight_bytes = 4 * ((spec.dim + 1) * spec.hidden + spec.hidden * spec.hidden
-                            + spec.hidden * spec.dim)
   local grid_rows = 0
   if tune.grid == "1" or (tune.grid ~= "0" and weight_bytes >= 512 * 1024) then
     if tune.strategy ~= "tiled" and spec.arch >= 70 then grid_rows = 64 end
   end
   if grid_rows > 0 and not grid(spec, 0, 8, grid_rows, grid_rows) then grid_rows = 0 end
+  local scratch = 0
+  if grid_rows > 0 then
+    scratch = scratch_activations(spec, grid_rows, spec.dim, spec.hidden, false)
+  end
+  if gemm_ok then
+    scratch = math.max(scratch, scratch_activations(spec, gemm_rows(spec), round_up(spec.dim, 4),
+                                                    round_up(spec.hidden, 4), true))
+  end
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
-                                                grid_rows > 0 and grid_scratch(spec, grid_rows))
+                                                scratch > 0 and SCRATCH_DATA + scratch)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -425,10 +499,12 @@ return function(spec)
     refuse(string.format("tune: tstages=%d is not one of 2 to 8 (more than 2 from sm_80)", tstages))
   end
   local first = covered > 0 and covered + 1 or 0
+  local plain = covered > 0  -- a variant that is not a grid (the fallback of those that are)
   local function add(v, max_batch)
     v.min_batch, v.max_batch = first, max_batch and math.max(first, max_batch) or -1
     variants[#variants + 1] = v
     first = v.max_batch + 1
+    plain = plain or v.grid_blocks_per_sm == 0
   end
   if covered == 0 and grid_rows > 0 then
     -- one sample alone (no products on rows of zeros), up to 8, up to 64
@@ -472,18 +548,30 @@ return function(spec)
     local few = tiled(spec, params_floats, 8, "8", 1, nil, tstages)
     local many = tiled(spec, params_floats, 32, "", 1, nil, tstages)
     local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
+    local wide = gemm_ok and gemm(spec, params_floats, mma_weights(mma_kind, spec.dim, spec.hidden), tune)
+    -- tune gfrom: the smallest batch for the gemm variant; at least one
+    -- variant that is not a grid comes before it (the fallback where the
+    -- grid cannot be resident).
+    local stop = wide and math.max(plain and first or first + 1,
+                                   tune.gfrom and tune_number("gfrom", tune.gfrom) or 1057)
+    local function add_below(v, max_batch)
+      if stop and first >= stop then return end
+      if stop and (not max_batch or max_batch >= stop) then max_batch = stop - 1 end
+      add(v, max_batch)
+    end
     if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
-      add(few, few.rows_per_block * SMS)
+      add_below(few, few.rows_per_block * SMS)
     end
     if x3 then
       -- tune mfrom: the smallest batch for tf32x3 (default: once its blocks
       -- fill the GPU); at or below the tiled kernels' start, no 32-row one.
       local from = tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1
-      if from > first then add(many, from - 1) end
-      add(x3)
+      if from > first then add_below(many, from - 1) end
+      add_below(x3)
     else
-      add(many)
+      add_below(many)
     end
+    if wide then add(wide) end
   end
   variants[1].min_batch = 0
   return {

@@ -524,6 +524,112 @@ static void test_strategies_by_shape(void **state) {
   }
 }
 
+/* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
+ * strategy from B=1057, cooperative, its chunk's activations in the scratch
+ * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
+static void test_gemm_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
+  flowgen_kernel *k = generate(&spec, NULL);
+  int n = flowgen_kernel_variant_count(k);
+  const flowgen_variant *v = flowgen_kernel_variant(k, n - 1);
+  assert_string_equal(v->strategy, "gemm");
+  assert_int_equal(v->min_batch, 1057);
+  assert_int_equal(v->max_batch, -1);
+  assert_int_equal(v->grid_blocks_per_sm, 1);
+  assert_int_equal(v->rows_per_block, 64);
+  assert_int_equal(flowgen_kernel_variant(k, n - 2)->grid_blocks_per_sm, 0);
+  /* h1, h2 and the state of 4096 rows (2^22 floats / 512, at most 4096) */
+  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 4096 * (2 * 512 + 128) + 4));
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kScratchRows = 4096;");
+  assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+  assert_contains(src, "sum[mt][nt][q] += acc[mt][nt][q];");
+  /* the host launcher tries the grid variants first, then falls back to the
+   * first variant that is not a grid */
+  flowgen_kernel_free(k);
+  flowgen_options launcher = {.host_launcher = true};
+  k = generate(&spec, &launcher);
+  src = flowgen_kernel_source(k);
+  const char *gemm_launch = strstr(src, "cudaLaunchKernelEx(&config, flow_d128_h512_s4_fp32_gemm");
+  const char *fallback = strstr(src, "if (cooperative_failed || (batch >= 65");
+  assert_non_null(gemm_launch);
+  assert_non_null(fallback);
+  assert_true(gemm_launch < fallback);
+  flowgen_kernel_free(k);
+
+  static const struct {
+    const char *tune;
+    int64_t from;
+    int blocks, rows;
+  } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 64},
+               {"gmt=4", 1057, 1, 128}, {"gmt=1,gstages=2", 1057, 1, 32},
+               {"gfrom=1", 113, 1, 64}};
+  for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
+    flowgen_options o = {.tune = tuned[i].tune};
+    k = generate(&spec, &o);
+    v = find_strategy(k, "gemm");
+    assert_non_null(v);
+    assert_int_equal(v->min_batch, tuned[i].from);
+    assert_int_equal(v->grid_blocks_per_sm, tuned[i].blocks);
+    assert_int_equal(v->rows_per_block, tuned[i].rows);
+    flowgen_kernel_free(k);
+  }
+  /* gfrom=1: right after the split tiled kernel (the grid variants'
+   * fallback); without it (tcluster=1), one tiled variant for batch 65. */
+  flowgen_options low = {.tune = "gfrom=1"};
+  k = generate(&spec, &low);
+  n = flowgen_kernel_variant_count(k);
+  assert_string_equal(flowgen_kernel_variant(k, n - 2)->strategy, "tiled8c8");
+  flowgen_kernel_free(k);
+  low.tune = "gfrom=1,tcluster=1";
+  k = generate(&spec, &low);
+  n = flowgen_kernel_variant_count(k);
+  assert_int_equal(flowgen_kernel_variant(k, n - 2)->min_batch, 65);
+  assert_int_equal(flowgen_kernel_variant(k, n - 2)->max_batch, 65);
+  assert_int_equal(flowgen_kernel_variant(k, n - 2)->grid_blocks_per_sm, 0);
+  assert_int_equal(flowgen_kernel_variant(k, n - 1)->min_batch, 66);
+  flowgen_kernel_free(k);
+
+  /* None: gemm=0; tf32; before sm_80; 394 KB of weights unless gemm=1. */
+  flowgen_options off = {.tune = "gemm=0"};
+  k = generate(&spec, &off);
+  assert_null(find_strategy(k, "gemm"));
+  flowgen_kernel_free(k);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  k = generate(&spec, NULL);
+  assert_null(find_strategy(k, "gemm"));
+  flowgen_kernel_free(k);
+  spec.precision = FLOWGEN_PRECISION_FP32;
+  spec.arch = 75;
+  k = generate(&spec, NULL);
+  assert_null(find_strategy(k, "gemm"));
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(64, 256, 4, 90);
+  k = generate(&spec, NULL);
+  assert_null(find_strategy(k, "gemm"));
+  flowgen_kernel_free(k);
+  flowgen_options on = {.tune = "gemm=1"};
+  k = generate(&spec, &on);
+  assert_non_null(find_strategy(k, "gemm"));
+  flowgen_kernel_free(k);
+
+  static const char *const bad[] = {"gmt=3", "gblocks=3", "gstages=5", "gblocks=2,gmt=4"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    flowgen_options o = {.tune = bad[i]};
+    flowgen_error err = {FLOWGEN_OK, ""};
+    flowgen_kernel *none = NULL;
+    spec = fg_test_spec(128, 512, 4, 90);
+    assert_int_not_equal(flowgen_generate(&spec, &o, &none, &err), FLOWGEN_OK);
+    assert_null(none);
+    const char *last = strrchr(bad[i], ',');
+    const char *entry = last ? last + 1 : bad[i];
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(entry, "="), entry);
+    if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", bad[i], err.message, key);
+  }
+}
+
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
  * before sm_80 (no cp.async). */
 static void test_tiled_stages(void **state) {
@@ -887,6 +993,7 @@ int main(void) {
       cmocka_unit_test(test_kernel_symbols),
       cmocka_unit_test(test_shape_constants_are_literals),
       cmocka_unit_test(test_variants_are_consistent),
+      cmocka_unit_test(test_gemm_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),

@@ -360,6 +360,39 @@ static void test_grid_strategy(void **state) {
   }
 }
 
+/* The gemm strategy (fp32 on the matrix units, layer by layer over chunks of
+ * the batch) with every solver: its first batch, several chunks, a last
+ * chunk of one sample; D=33 and H=4095 have rows of no multiple of 4. */
+static void test_gemm_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
+                                           FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
+  static const int shapes[][2] = {{512, 512}, {33, 1000}, {3, 4095}, {64, 768}};
+  static const int64_t batches[] = {1056, 1057, 4097, 9000};
+  uint64_t seed = fg_test_seed();
+  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
+    const int *shape = shapes[i];
+    flowgen_spec spec = make_spec(shape[0], shape[1], 3);
+    spec.solver = solvers[i];
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 29 * i);
+    flowrt_sampler *s = NULL;
+    flowgen_error err;
+    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    const flowgen_kernel *k = flowrt_sampler_kernel(s);
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+      const char *strategy = flowgen_kernel_pick(k, batches[b])->strategy;
+      assert_true((strcmp(strategy, "gemm") == 0) == (batches[b] >= 1057));
+      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_solver_name(spec.solver),
+             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
+      assert_true(e <= 1e-6);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+}
+
 /* Two samplers of different shapes live side by side; a second sampler of
  * the same spec is an in-memory hit; a fresh runtime finds the disk entry. */
 static void test_two_samplers_and_cache(void **state) {
@@ -409,6 +442,7 @@ int main(void) {
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
+      cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);

@@ -24,7 +24,9 @@ static const char *const solvers[] = {"euler", "midpoint", "heun", "rk4"};
 static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clusters",
                                         "drop",     "bogus",   "mma",     "mrows",
                                         "mchunk",   "mstages", "mblocks", "tcluster",
-                                        "tchunk",   "tstages", "grid",    "mfrom"};
+                                        "tchunk",   "tstages", "grid",    "mfrom",
+                                        "gemm",     "gfrom",   "gmt",     "gblocks",
+                                        "gstages"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
