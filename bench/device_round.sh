@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|large|tune|tune-tests|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|large|tune|tune-tests|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -21,6 +21,10 @@
 #   grid      the grid strategy's shapes at B = 1, 8 and 64, then
 #             compute-sanitizer memcheck, racecheck and synccheck over its
 #             kernels (build/sanitize --only grid)
+#   gemm      the gemm strategy: its GPU tests, the large shapes at
+#             B = 4096 and 65536 as planned and with two blocks per SM
+#             (FLOWGEN_TUNE=gblocks=2), then compute-sanitizer memcheck,
+#             racecheck and synccheck over its kernels (--only gemm)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
@@ -126,6 +130,18 @@ for what in "$@"; do
       --json "$out/grid.json" > "$out/grid.txt" 2>&1 || status=1
     grep 'B=' "$out/grid.txt"
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
+  gemm)
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_gemm_*' timeout 200 build/tests/test_gpu_sample \
+      > "$out/gemm-tests.log" 2>&1 || status=1
+    grep -E '^# |FAILED|PASSED' "$out/gemm-tests.log"
+    shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
+    for t in "" gblocks=2; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
+        --shapes "$shapes" --batches 4096,65536 --json "$out/gemm-${t:-default}.json" \
+        2>&1 | grep 'B=' || status=1
+    done
+    for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
