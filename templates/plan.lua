@@ -562,16 +562,24 @@ return function(spec)
     if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
       add_below(few, few.rows_per_block * SMS)
     end
-    if x3 then
-      -- tune mfrom: the smallest batch for tf32x3 (default: once its blocks
-      -- fill the GPU); at or below the tiled kernels' start, no 32-row one.
-      local from = tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1
+    -- tune mfrom: the smallest batch for tf32x3 (default: once its blocks
+    -- fill the GPU).
+    local from = x3 and (tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1)
+    -- Where the matrix-unit kernel owns 32 samples or more per block, it
+    -- takes over from the gemm variant once it fills the GPU (measured on
+    -- an H200 at B=65536: 34 TFLOP/s against the gemm variant's 29-32 at
+    -- D=128 and 512, H=512; with 16 samples per block, D=1024, H=1024, 24
+    -- against 37).
+    local resume = wide and x3 and x3.rows_per_block >= 32 and math.max(from, stop + 1) or nil
+    if x3 and not resume then
+      -- at or below the tiled kernels' start, no 32-row one
       if from > first then add_below(many, from - 1) end
       add_below(x3)
     else
       add_below(many)
     end
-    if wide then add(wide) end
+    if wide then add(wide, resume and resume - 1) end
+    if resume then add(x3) end
   end
   variants[1].min_batch = 0
   return {

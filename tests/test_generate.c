@@ -529,16 +529,32 @@ static void test_strategies_by_shape(void **state) {
  * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
 static void test_gemm_plan(void **state) {
   (void)state;
-  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
+  /* D=1024, H=1024: from 1057 on (the matrix-unit kernel, 16 samples per
+   * block, never takes over). */
+  flowgen_spec spec = fg_test_spec(1024, 1024, 2, 90);
   flowgen_kernel *k = generate(&spec, NULL);
   int n = flowgen_kernel_variant_count(k);
   const flowgen_variant *v = flowgen_kernel_variant(k, n - 1);
   assert_string_equal(v->strategy, "gemm");
   assert_int_equal(v->min_batch, 1057);
   assert_int_equal(v->max_batch, -1);
+  assert_null(find_strategy(k, "mma"));
+  flowgen_kernel_free(k);
+  /* D=128, H=512: up to 4224, then the matrix-unit kernel (32 samples per
+   * block, the GPU filled). */
+  spec = fg_test_spec(128, 512, 4, 90);
+  k = generate(&spec, NULL);
+  n = flowgen_kernel_variant_count(k);
+  v = flowgen_kernel_variant(k, n - 2);
+  assert_string_equal(v->strategy, "gemm");
+  assert_int_equal(v->min_batch, 1057);
+  assert_int_equal(v->max_batch, 4224);
   assert_int_equal(v->grid_blocks_per_sm, 1);
   assert_int_equal(v->rows_per_block, 64);
-  assert_int_equal(flowgen_kernel_variant(k, n - 2)->grid_blocks_per_sm, 0);
+  assert_int_equal(flowgen_kernel_variant(k, n - 3)->grid_blocks_per_sm, 0);
+  assert_string_equal(flowgen_kernel_variant(k, n - 1)->strategy, "mma");
+  assert_int_equal(flowgen_kernel_variant(k, n - 1)->rows_per_block, 32);
+  assert_int_equal(flowgen_kernel_variant(k, n - 1)->min_batch, 4225);
   /* h1, h2 and the state of 4096 rows (2^22 floats / 512, at most 4096) */
   assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 4096 * (2 * 512 + 128) + 4));
   const char *src = flowgen_kernel_source(k);
@@ -564,7 +580,7 @@ static void test_gemm_plan(void **state) {
     int blocks, rows;
   } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 64},
                {"gmt=4", 1057, 1, 128}, {"gmt=1,gstages=2", 1057, 1, 32},
-               {"gfrom=1", 113, 1, 64}};
+               {"gfrom=1", 113, 1, 64}, {"gfrom=5000,mfrom=6000", 5000, 1, 64}};
   for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
     flowgen_options o = {.tune = tuned[i].tune};
     k = generate(&spec, &o);
@@ -575,20 +591,32 @@ static void test_gemm_plan(void **state) {
     assert_int_equal(v->rows_per_block, tuned[i].rows);
     flowgen_kernel_free(k);
   }
+  /* mfrom moves the matrix-unit kernel's start; at or before the gemm
+   * variant's, the gemm variant serves one batch. */
+  flowgen_options late = {.tune = "mfrom=6000"};
+  k = generate(&spec, &late);
+  assert_int_equal(find_strategy(k, "gemm")->max_batch, 5999);
+  assert_int_equal(find_strategy(k, "mma")->min_batch, 6000);
+  flowgen_kernel_free(k);
+  late.tune = "mfrom=1";
+  k = generate(&spec, &late);
+  assert_int_equal(find_strategy(k, "gemm")->max_batch, 1057);
+  flowgen_kernel_free(k);
   /* gfrom=1: right after the split tiled kernel (the grid variants'
    * fallback); without it (tcluster=1), one tiled variant for batch 65. */
   flowgen_options low = {.tune = "gfrom=1"};
   k = generate(&spec, &low);
-  n = flowgen_kernel_variant_count(k);
-  assert_string_equal(flowgen_kernel_variant(k, n - 2)->strategy, "tiled8c8");
+  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "tiled8c8");
+  assert_string_equal(flowgen_kernel_variant(k, 4)->strategy, "gemm");
   flowgen_kernel_free(k);
   low.tune = "gfrom=1,tcluster=1";
   k = generate(&spec, &low);
-  n = flowgen_kernel_variant_count(k);
-  assert_int_equal(flowgen_kernel_variant(k, n - 2)->min_batch, 65);
-  assert_int_equal(flowgen_kernel_variant(k, n - 2)->max_batch, 65);
-  assert_int_equal(flowgen_kernel_variant(k, n - 2)->grid_blocks_per_sm, 0);
-  assert_int_equal(flowgen_kernel_variant(k, n - 1)->min_batch, 66);
+  v = flowgen_kernel_variant(k, 3);
+  assert_int_equal(v->min_batch, 65);
+  assert_int_equal(v->max_batch, 65);
+  assert_int_equal(v->grid_blocks_per_sm, 0);
+  assert_string_equal(flowgen_kernel_variant(k, 4)->strategy, "gemm");
+  assert_int_equal(flowgen_kernel_variant(k, 4)->min_batch, 66);
   flowgen_kernel_free(k);
 
   /* None: gemm=0; tf32; before sm_80; 394 KB of weights unless gemm=1. */
