@@ -291,9 +291,9 @@ end
 -- takes each layer in turn as a matrix product over a chunk of up to
 -- scratch_rows samples (state and activations in the scratch area, about
 -- 32 MB of them, so they stay in L2), in output tiles of 32 m_tiles rows x
--- 128 columns, each through 4 shared-memory stages of 32 inputs (cp.async,
--- 3 in flight); the chunks run one after another.  A layer's tiles are as
--- tall as still give every SM one (128, 64 or 32 rows).
+-- 128 columns, each through up to 4 shared-memory stages of 32 inputs
+-- (cp.async); the chunks run one after another.  A layer's tiles are as
+-- tall as still give every SM one (64 or 32 rows; 128 with tune gmt=4).
 local GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 32, 4, 256
 local function gemm_rows(spec)
   local h_stride = round_up(spec.hidden, 4)
@@ -316,7 +316,7 @@ local function gemm(spec, params_floats, weights, tune)
   end
   local blocks = pick("gblocks", 1, {1, 2})
   local max_mt = pick("gmt", 2, blocks == 1 and {1, 2, 4} or {1, 2})
-  local stages = pick("gstages", blocks == 1 and GEMM_STAGES or 3, {2, 3, 4})
+  local stages = pick("gstages", 0, {2, 3, 4})
   local function gemm_layer(inputs, outputs)
     local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
     local m_tiles = max_mt
@@ -325,8 +325,13 @@ local function gemm(spec, params_floats, weights, tune)
   end
   local a_floats = 32 * max_mt * (GEMM_BK + 4)
   local b_floats = GEMM_BK * (GEMM_BN + 8)
+  local limit = (shared_limit(spec.arch) + 1024) // blocks - 1024
+  if stages == 0 then  -- as many as fit, up to 4 (3 with two blocks per SM)
+    stages = blocks == 1 and GEMM_STAGES or 3
+    while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
+  end
   local shared = 4 * stages * (a_floats + b_floats)
-  if shared > (shared_limit(spec.arch) + 1024) // blocks - 1024 then return nil end
+  if shared > limit then return nil end
   return variant(spec, params_floats, "gemm", "grid.cut",
                  {threads = GEMM_THREADS, rows = 32 * max_mt, blocks = 1, shared = shared}, {
     gemm = true,
@@ -449,6 +454,7 @@ return function(spec)
   -- strategy (tune gemm=0: never; gemm=1: whatever the weights).
   local gemm_ok = mma_kind == "tf32x3" and spec.arch >= 80 and tune.gemm ~= "0"
       and tune.strategy ~= "tiled" and (tune.gemm == "1" or weight_bytes >= 512 * 1024)
+      and gemm(spec, 0, {}, tune) ~= nil
   if mma_kind and not gemm_ok and not mma(spec, 0, mma_kind, 64, "", tune) then mma_kind = nil end
   -- Small batches of shapes with 512 KB of weights or more: the grid
   -- strategy up to 64 samples (tune grid=0: never; grid=1: at any size,

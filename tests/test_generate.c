@@ -591,6 +591,12 @@ static void test_gemm_plan(void **state) {
     assert_int_equal(v->rows_per_block, tuned[i].rows);
     flowgen_kernel_free(k);
   }
+  /* sm_86 (99 KB of shared memory): 3 stages, not 4. */
+  spec.arch = 86;
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "gemm")->shared_bytes, 3 * 4 * (64 * 36 + 32 * 136));
+  flowgen_kernel_free(k);
+  spec.arch = 90;
   /* mfrom moves the matrix-unit kernel's start; at or before the gemm
    * variant's, the gemm variant serves one batch. */
   flowgen_options late = {.tune = "mfrom=6000"};
