@@ -21,8 +21,8 @@
 #   grid      the grid strategy's shapes at B = 1, 8 and 64, then
 #             compute-sanitizer memcheck, racecheck and synccheck over its
 #             kernels (build/sanitize --only grid)
-#   gemm      the gemm strategy: its GPU tests, the large shapes at
-#             B = 4096 and 65536 as planned and with two blocks per SM
+#   gemm      the gemm strategy: its GPU tests and the large shapes at
+#             B = 4096 and 65536, as planned and with two blocks per SM
 #             (FLOWGEN_TUNE=gblocks=2), then compute-sanitizer memcheck,
 #             racecheck and synccheck over its kernels (--only gemm)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
@@ -131,9 +131,12 @@ for what in "$@"; do
     grep 'B=' "$out/grid.txt"
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   gemm)
-    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_gemm_*' timeout 200 build/tests/test_gpu_sample \
-      > "$out/gemm-tests.log" 2>&1 || status=1
-    grep -E '^# |FAILED|PASSED' "$out/gemm-tests.log"
+    for t in "" gblocks=2; do
+      echo "test_gemm_strategy, FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_gemm_*' timeout 200 \
+        build/tests/test_gpu_sample > "$out/gemm-tests-${t:-default}.log" 2>&1 || status=1
+      grep -E '^# |FAILED|PASSED' "$out/gemm-tests-${t:-default}.log"
+    done
     shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
     for t in "" gblocks=2; do
       echo "FLOWGEN_TUNE=$t"
