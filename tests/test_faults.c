@@ -1614,6 +1614,32 @@ static void test_grid_is_a_cooperative_launch(void **state) {
   fault_every_call_in(PH_SAMPLE_HOST);
 }
 
+/* The gemm variant (last but for the batches it leaves to others) is a
+ * cooperative grid too: refused, the first variant that is not a grid
+ * serves, here one before it. */
+static void test_gemm_falls_back_when_not_resident(void **state) {
+  (void)state;
+  g.cooperative_max = 100;
+  scenario sc;
+  start_tuned(&sc, "gemm=1,clusters=1,gfrom=4");
+  flowgen_error err = {0};
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  const flowgen_variant *gemm = flowgen_kernel_pick(k, HOST_BATCH);
+  assert_string_equal(gemm->strategy, "gemm");
+  assert_int_equal(gemm->grid_blocks_per_sm, 1);
+  const flowgen_variant *fallback = flowgen_kernel_variant(k, 0);
+  assert_int_equal(fallback->grid_blocks_per_sm, 0);
+  assert_true(fallback < gemm);
+  int calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
+  expect_launch(&g.launches[g.nlaunches - 1], fallback, HOST_BATCH, g.launches[g.nlaunches - 1].in,
+                g.launches[g.nlaunches - 1].in);
+  assert_false(g.launches[g.nlaunches - 1].cooperative);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
 /* Where the grid cannot be resident at once (here: room for 100 of the 132
  * blocks, as under MPS), the first variant after the grid ones serves. */
 static void test_grid_falls_back_when_not_resident(void **state) {
@@ -1988,6 +2014,7 @@ int main(void) {
       FAULT_TEST(test_newer_device_gets_ptx),
       FAULT_TEST(test_cluster_of_16_blocks),
       FAULT_TEST(test_grid_is_a_cooperative_launch),
+      FAULT_TEST(test_gemm_falls_back_when_not_resident),
       FAULT_TEST(test_grid_falls_back_when_not_resident),
       FAULT_TEST(test_nvrtc_missing),
       FAULT_TEST(test_nvrtc_missing_a_symbol_is_too_old),
