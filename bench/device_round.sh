@@ -21,9 +21,10 @@
 #   grid      the grid strategy's shapes at B = 1, 8 and 64, then
 #             compute-sanitizer memcheck, racecheck and synccheck over its
 #             kernels (build/sanitize --only grid)
-#   gemm      the gemm strategy: its GPU tests and the large shapes at
-#             B = 4096 and 65536, as planned and with two blocks per SM
-#             (FLOWGEN_TUNE=gblocks=2), then compute-sanitizer memcheck,
+#   gemm      the gemm strategy: its GPU tests (as planned and with two
+#             blocks per SM of 32-row tiles), the large shapes at B = 4096
+#             and 65536 as planned, at 4096 under its tune keys, then
+#             compute-sanitizer memcheck,
 #             racecheck and synccheck over its kernels (--only gemm)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
@@ -131,17 +132,19 @@ for what in "$@"; do
     grep 'B=' "$out/grid.txt"
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   gemm)
-    for t in "" gblocks=2; do
+    for t in "" gblocks=2,gmt=1; do
       echo "test_gemm_strategy, FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_gemm_*' timeout 200 \
         build/tests/test_gpu_sample > "$out/gemm-tests-${t:-default}.log" 2>&1 || status=1
       grep -E '^# |FAILED|PASSED' "$out/gemm-tests-${t:-default}.log"
     done
     shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
-    for t in "" gblocks=2; do
+    for t in "" gblocks=2 gblocks=2,gmt=1 gmt=4 gbk=64; do
+      batches=4096
+      if [ -z "$t" ]; then batches=4096,65536; fi
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
-        --shapes "$shapes" --batches 4096,65536 --json "$out/gemm-${t:-default}.json" \
+        --shapes "$shapes" --batches $batches --json "$out/gemm-${t:-default}.json" \
         2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;

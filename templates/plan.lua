@@ -294,7 +294,7 @@ end
 -- 128 columns, each through up to 4 shared-memory stages of 32 inputs
 -- (cp.async); the chunks run one after another.  A layer's tiles are as
 -- tall as still give every SM one (64 or 32 rows; 128 with tune gmt=4).
-local GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 32, 4, 256
+local GEMM_BN, GEMM_STAGES, GEMM_THREADS = 128, 4, 256
 local function gemm_rows(spec)
   local h_stride = round_up(spec.hidden, 4)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
@@ -307,7 +307,7 @@ local function gemm(spec, params_floats, weights, tune)
   -- tune gmt: the tallest tile in 32-row units (1, 2, or 4, whose 128
   -- accumulators spill some shapes); gblocks: blocks per SM (1, or 2 with
   -- tiles of up to 64 rows, within 128 registers); gstages: pipeline
-  -- stages (2 to 4).
+  -- stages (2 to 4); gbk: inputs per stage (32, 64).
   local function pick(key, default, allowed)
     if not tune[key] then return default end
     local v = tune_number(key, tune[key])
@@ -317,14 +317,15 @@ local function gemm(spec, params_floats, weights, tune)
   local blocks = pick("gblocks", 1, {1, 2})
   local max_mt = pick("gmt", 2, blocks == 1 and {1, 2, 4} or {1, 2})
   local stages = pick("gstages", 0, {2, 3, 4})
+  local bk = pick("gbk", 32, {32, 64})
   local function gemm_layer(inputs, outputs)
     local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
     local m_tiles = max_mt
     while m_tiles > 1 and (rows // (32 * m_tiles)) * col_tiles < SMS * blocks do m_tiles = m_tiles // 2 end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
   end
-  local a_floats = 32 * max_mt * (GEMM_BK + 4)
-  local b_floats = GEMM_BK * (GEMM_BN + 8)
+  local a_floats = 32 * max_mt * (bk + 4)
+  local b_floats = bk * (GEMM_BN + 8)
   local limit = (shared_limit(spec.arch) + 1024) // blocks - 1024
   if stages == 0 then  -- as many as fit, up to 4 (3 with two blocks per SM)
     stages = blocks == 1 and GEMM_STAGES or 3
@@ -339,7 +340,7 @@ local function gemm(spec, params_floats, weights, tune)
     grid_blocks_per_sm = blocks,
     layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)},
     x_stride = round_up(D, 4), h_stride = round_up(H, 4),
-    gemm_bn = GEMM_BN, gemm_bk = GEMM_BK, gemm_stages = stages,
+    gemm_bn = GEMM_BN, gemm_bk = bk, gemm_stages = stages,
     weights = weights,
   })
 end

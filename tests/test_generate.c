@@ -580,7 +580,8 @@ static void test_gemm_plan(void **state) {
     int blocks, rows;
   } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 64},
                {"gmt=4", 1057, 1, 128}, {"gmt=1,gstages=2", 1057, 1, 32},
-               {"gfrom=1", 113, 1, 64}, {"gfrom=5000,mfrom=6000", 5000, 1, 64}};
+               {"gfrom=1", 113, 1, 64}, {"gfrom=5000,mfrom=6000", 5000, 1, 64},
+               {"gbk=64", 1057, 1, 64}};
   for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
     flowgen_options o = {.tune = tuned[i].tune};
     k = generate(&spec, &o);
@@ -648,7 +649,7 @@ static void test_gemm_plan(void **state) {
   assert_non_null(find_strategy(k, "gemm"));
   flowgen_kernel_free(k);
 
-  static const char *const bad[] = {"gmt=3", "gblocks=3", "gstages=5", "gblocks=2,gmt=4"};
+  static const char *const bad[] = {"gmt=3", "gblocks=3", "gstages=5", "gblocks=2,gmt=4", "gbk=16"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     flowgen_options o = {.tune = bad[i]};
     flowgen_error err = {FLOWGEN_OK, ""};
