@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|large|tune|tune-tests|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -23,9 +23,10 @@
 #             kernels (build/sanitize --only grid)
 #   gemm      the gemm strategy: its GPU tests (as planned and with two
 #             blocks per SM of 32-row tiles), the large shapes at B = 4096
-#             and 65536 as planned, at 4096 under its tune keys, then
-#             compute-sanitizer memcheck,
-#             racecheck and synccheck over its kernels (--only gemm)
+#             and 65536, then compute-sanitizer memcheck, racecheck and
+#             synccheck over its kernels (--only gemm)
+#   gemm-tune the gemm strategy at B=4096 under its tune keys (gblocks,
+#             gmt, gbk)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
@@ -138,16 +139,17 @@ for what in "$@"; do
         build/tests/test_gpu_sample > "$out/gemm-tests-${t:-default}.log" 2>&1 || status=1
       grep -E '^# |FAILED|PASSED' "$out/gemm-tests-${t:-default}.log"
     done
-    shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
-    for t in "" gblocks=2 gblocks=2,gmt=1 gmt=4 gbk=64; do
-      batches=4096
-      if [ -z "$t" ]; then batches=4096,65536; fi
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
-        --shapes "$shapes" --batches $batches --json "$out/gemm-${t:-default}.json" \
-        2>&1 | grep 'B=' || status=1
-    done
+    timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
+      --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32" --batches 4096,65536 \
+      --json "$out/gemm.json" 2>&1 | grep 'B=' || status=1
     for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;
+  gemm-tune)
+    for t in gblocks=2 gblocks=2,gmt=1 gmt=4 gbk=64; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline \
+        --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 4096 \
+        --json "$out/gemm-$t.json" 2>&1 | grep 'B=' || status=1
+    done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
