@@ -31,7 +31,8 @@
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
-#   all       (or no part) every part but large, tune and tune-tests
+#   all       (or no part) every part but large, tune, tune-tests, gemm and
+#             gemm-tune (sanitize and sweep cover the gemm variant too)
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
