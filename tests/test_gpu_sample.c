@@ -219,8 +219,9 @@ static void test_random_shapes(void **state) {
     checked = checked < 4 ? 4 : checked > 24 ? 24 : checked;
     for (int b = 0; b < 2; ++b) {
       double e = check_sampler(s, &spec, w, batches[b], checked, seed + b);
-      printf("# random D=%d H=%d S=%d %s B=%lld relerr=%.3e\n", spec.dim, spec.hidden,
-             spec.steps, flowgen_solver_name(spec.solver), (long long)batches[b], e);
+      printf("# random D=%d H=%d S=%d %s B=%lld %s relerr=%.3e\n", spec.dim, spec.hidden,
+             spec.steps, flowgen_solver_name(spec.solver), (long long)batches[b],
+             flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, e);
       assert_true(e <= 1e-6);
     }
     flowrt_sampler_destroy(s);
