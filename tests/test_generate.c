@@ -76,6 +76,30 @@ static const flowgen_variant *find_strategy(const flowgen_kernel *k,
   return NULL;
 }
 
+/* Whether the planner gives spec, under FLOWGEN_TUNE-style `tune` (NULL:
+ * none), a variant of that strategy. */
+static bool has_strategy(const flowgen_spec *spec, const char *tune, const char *strategy) {
+  flowgen_options o = {.tune = tune};
+  flowgen_kernel *k = generate(spec, tune ? &o : NULL);
+  bool found = find_strategy(k, strategy) != NULL;
+  flowgen_kernel_free(k);
+  return found;
+}
+
+/* `tune` is refused for spec, with a message naming its last key. */
+static void expect_tune_refused(const flowgen_spec *spec, const char *tune) {
+  flowgen_options o = {.tune = tune};
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_kernel *none = NULL;
+  assert_int_not_equal(flowgen_generate(spec, &o, &none, &err), FLOWGEN_OK);
+  assert_null(none);
+  const char *last = strrchr(tune, ',');
+  const char *entry = last ? last + 1 : tune;
+  char key[32];
+  snprintf(key, sizeof key, "%.*s", (int)strcspn(entry, "="), entry);
+  if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", tune, err.message, key);
+}
+
 static bool starts_with(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
 }
@@ -510,18 +534,9 @@ static void test_strategies_by_shape(void **state) {
   flowgen_kernel_free(k);
   static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9",
                                     "mblocks=5", "tstages=1", "tstages=9", "tchunk=3"};
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
-    flowgen_options o = {.tune = bad[i]};
-    flowgen_error err = {FLOWGEN_OK, ""};
-    flowgen_kernel *none = NULL;
-    spec = fg_test_spec(128, 512, 4, 90);
-    spec.precision = FLOWGEN_PRECISION_TF32;
-    assert_int_not_equal(flowgen_generate(&spec, &o, &none, &err), FLOWGEN_OK);
-    assert_null(none);
-    char key[32];
-    snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
-    if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", bad[i], err.message, key);
-  }
+  spec = fg_test_spec(128, 512, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
 }
 
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
@@ -627,42 +642,19 @@ static void test_gemm_plan(void **state) {
   flowgen_kernel_free(k);
 
   /* None: gemm=0; tf32; before sm_80; 394 KB of weights unless gemm=1. */
-  flowgen_options off = {.tune = "gemm=0"};
-  k = generate(&spec, &off);
-  assert_null(find_strategy(k, "gemm"));
-  flowgen_kernel_free(k);
+  assert_false(has_strategy(&spec, "gemm=0", "gemm"));
   spec.precision = FLOWGEN_PRECISION_TF32;
-  k = generate(&spec, NULL);
-  assert_null(find_strategy(k, "gemm"));
-  flowgen_kernel_free(k);
+  assert_false(has_strategy(&spec, NULL, "gemm"));
   spec.precision = FLOWGEN_PRECISION_FP32;
   spec.arch = 75;
-  k = generate(&spec, NULL);
-  assert_null(find_strategy(k, "gemm"));
-  flowgen_kernel_free(k);
+  assert_false(has_strategy(&spec, NULL, "gemm"));
   spec = fg_test_spec(64, 256, 4, 90);
-  k = generate(&spec, NULL);
-  assert_null(find_strategy(k, "gemm"));
-  flowgen_kernel_free(k);
-  flowgen_options on = {.tune = "gemm=1"};
-  k = generate(&spec, &on);
-  assert_non_null(find_strategy(k, "gemm"));
-  flowgen_kernel_free(k);
+  assert_false(has_strategy(&spec, NULL, "gemm"));
+  assert_true(has_strategy(&spec, "gemm=1", "gemm"));
 
   static const char *const bad[] = {"gmt=3", "gblocks=3", "gstages=5", "gblocks=2,gmt=4", "gbk=16"};
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
-    flowgen_options o = {.tune = bad[i]};
-    flowgen_error err = {FLOWGEN_OK, ""};
-    flowgen_kernel *none = NULL;
-    spec = fg_test_spec(128, 512, 4, 90);
-    assert_int_not_equal(flowgen_generate(&spec, &o, &none, &err), FLOWGEN_OK);
-    assert_null(none);
-    const char *last = strrchr(bad[i], ',');
-    const char *entry = last ? last + 1 : bad[i];
-    char key[32];
-    snprintf(key, sizeof key, "%.*s", (int)strcspn(entry, "="), entry);
-    if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", bad[i], err.message, key);
-  }
+  spec = fg_test_spec(128, 512, 4, 90);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
