@@ -329,36 +329,58 @@ static void test_graph_capture(void **state) {
   graph_capture(*state, 128, 512, "grid_b8");
 }
 
+/* One sampler of `solver` on a D x H shape against the reference at each
+ * of n batches (64 rows checked), each batch's variant checked by
+ * `expected` first. */
+static void check_batches(gpu_fixture *f, flowgen_solver solver, const int shape[2],
+                          const int64_t *batches, size_t n, uint64_t weight_seed, uint64_t seed,
+                          bool (*expected)(const flowgen_spec *spec, int64_t batch,
+                                           const char *strategy)) {
+  flowgen_spec spec = make_spec(shape[0], shape[1], 3);
+  spec.solver = solver;
+  flowrt_weights *w = random_weights(spec.dim, spec.hidden, weight_seed);
+  flowrt_sampler *s = NULL;
+  flowgen_error err;
+  if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(s);
+  for (size_t b = 0; b < n; ++b) {
+    const char *strategy = flowgen_kernel_pick(k, batches[b])->strategy;
+    assert_true(expected(&spec, batches[b], strategy));
+    double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+    printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_solver_name(spec.solver),
+           spec.dim, spec.hidden, (long long)batches[b], strategy, e);
+    assert_true(e <= 1e-6);
+  }
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+}
+
+static const flowgen_solver every_solver[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
+                                              FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
+
+/* Up to 64 samples: a grid variant. */
+static bool grid_up_to_64(const flowgen_spec *spec, int64_t batch, const char *strategy) {
+  (void)spec;
+  return strncmp(strategy, "grid_b", 6) == 0 || batch > 64;
+}
+
 /* The grid strategy (D=128, H=512 and up, B <= 64) with every solver, at
  * the edges of its two variants, launch after launch on one scratch area. */
 static void test_grid_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
-  gpu_fixture *f = *state;
-  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
-                                           FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
   static const int shapes[][2] = {{512, 512}, {33, 1000}};
   static const int64_t batches[] = {1, 2, 8, 9, 63, 64, 65};
   uint64_t seed = fg_test_seed();
-  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
-    const int *shape = shapes[i % 2];
-    flowgen_spec spec = make_spec(shape[0], shape[1], 3);
-    spec.solver = solvers[i];
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 17 * i);
-    flowrt_sampler *s = NULL;
-    flowgen_error err;
-    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
-    const flowgen_kernel *k = flowrt_sampler_kernel(s);
-    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
-      const char *strategy = flowgen_kernel_pick(k, batches[b])->strategy;
-      assert_true(strncmp(strategy, "grid_b", 6) == 0 || batches[b] > 64);
-      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
-      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_solver_name(spec.solver),
-             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
-      assert_true(e <= 1e-6);
-    }
-    flowrt_sampler_destroy(s);
-    flowrt_weights_free(w);
-  }
+  for (size_t i = 0; i < sizeof every_solver / sizeof *every_solver; ++i)
+    check_batches(*state, every_solver[i], shapes[i % 2], batches, sizeof batches / sizeof *batches,
+                  seed + 17 * i, seed, grid_up_to_64);
+}
+
+/* gemm from 1057 on, but from 4225 at H=512 (the matrix-unit kernel's). */
+static bool gemm_from_1057(const flowgen_spec *spec, int64_t batch, const char *strategy) {
+  const bool gemm = strcmp(strategy, "gemm") == 0;
+  if (batch < 1057 || (batch > 4224 && spec->hidden == 512)) return !gemm;
+  return gemm;
 }
 
 /* The gemm strategy (fp32 on the matrix units, layer by layer over chunks of
@@ -367,34 +389,12 @@ static void test_grid_strategy(void **state) {
  * D=512, H=512 the matrix-unit kernel takes over from B=4225. */
 static void test_gemm_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
-  gpu_fixture *f = *state;
-  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_MIDPOINT,
-                                           FLOWGEN_SOLVER_HEUN, FLOWGEN_SOLVER_RK4};
   static const int shapes[][2] = {{512, 512}, {33, 1000}, {3, 4095}, {64, 768}};
   static const int64_t batches[] = {1056, 1057, 4097, 9000};
   uint64_t seed = fg_test_seed();
-  for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
-    const int *shape = shapes[i];
-    flowgen_spec spec = make_spec(shape[0], shape[1], 3);
-    spec.solver = solvers[i];
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 29 * i);
-    flowrt_sampler *s = NULL;
-    flowgen_error err;
-    if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
-    const flowgen_kernel *k = flowrt_sampler_kernel(s);
-    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
-      const char *strategy = flowgen_kernel_pick(k, batches[b])->strategy;
-      const bool gemm = strcmp(strategy, "gemm") == 0;
-      if (batches[b] < 1057 || (batches[b] > 4224 && shape[1] == 512)) assert_false(gemm);
-      else assert_true(gemm);
-      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
-      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_solver_name(spec.solver),
-             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
-      assert_true(e <= 1e-6);
-    }
-    flowrt_sampler_destroy(s);
-    flowrt_weights_free(w);
-  }
+  for (size_t i = 0; i < sizeof every_solver / sizeof *every_solver; ++i)
+    check_batches(*state, every_solver[i], shapes[i], batches, sizeof batches / sizeof *batches,
+                  seed + 29 * i, seed, gemm_from_1057);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
