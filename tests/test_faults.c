@@ -1614,6 +1614,18 @@ static void test_grid_is_a_cooperative_launch(void **state) {
   fault_every_call_in(PH_SAMPLE_HOST);
 }
 
+/* Samples HOST_BATCH rows on the host: the grid launch is refused (room for
+ * g.cooperative_max blocks), then `fallback` serves, not cooperatively. */
+static void expect_fallback(scenario *sc, const flowgen_variant *fallback) {
+  flowgen_error err = {0};
+  int calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(run_phase(sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
+  const fake_launch *l = &g.launches[g.nlaunches - 1];
+  expect_launch(l, fallback, HOST_BATCH, l->in, l->in);
+  assert_false(l->cooperative);
+}
+
 /* The gemm variant (last but for the batches it leaves to others) is a
  * cooperative grid too: refused, the first variant that is not a grid
  * serves, here one before it. */
@@ -1622,7 +1634,6 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   g.cooperative_max = 100;
   scenario sc;
   start_tuned(&sc, "gemm=1,clusters=1,gfrom=4");
-  flowgen_error err = {0};
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *gemm = flowgen_kernel_pick(k, HOST_BATCH);
   assert_string_equal(gemm->strategy, "gemm");
@@ -1630,18 +1641,13 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   const flowgen_variant *fallback = flowgen_kernel_variant(k, 0);
   assert_int_equal(fallback->grid_blocks_per_sm, 0);
   assert_true(fallback < gemm);
-  int calls = g.calls[FN_cuLaunchKernelEx];
-  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
-  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
-  expect_launch(&g.launches[g.nlaunches - 1], fallback, HOST_BATCH, g.launches[g.nlaunches - 1].in,
-                g.launches[g.nlaunches - 1].in);
-  assert_false(g.launches[g.nlaunches - 1].cooperative);
+  expect_fallback(&sc, fallback);
   scenario_finish(&sc);
   expect_no_problems();
 }
 
 /* Where the grid cannot be resident at once (here: room for 100 of the 132
- * blocks, as under MPS), the first variant after the grid ones serves. */
+ * blocks, as under MPS), the first variant that is not a grid serves. */
 static void test_grid_falls_back_when_not_resident(void **state) {
   (void)state;
   g.cooperative_max = 100;
@@ -1654,15 +1660,10 @@ static void test_grid_falls_back_when_not_resident(void **state) {
   for (int i = 0; i < flowgen_kernel_variant_count(k) && !fallback; ++i)
     if (flowgen_kernel_variant(k, i)->grid_blocks_per_sm == 0) fallback = flowgen_kernel_variant(k, i);
   assert_non_null(fallback);
-  int calls = g.calls[FN_cuLaunchKernelEx];
-  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
-  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
-  expect_launch(&g.launches[g.nlaunches - 1], fallback, HOST_BATCH, g.launches[g.nlaunches - 1].in,
-                g.launches[g.nlaunches - 1].in);
-  assert_false(g.launches[g.nlaunches - 1].cooperative);
+  expect_fallback(&sc, fallback);
   /* Any other launch error is the caller's, with no second try. */
   arm_fault(FN_cuLaunchKernelEx, g.calls[FN_cuLaunchKernelEx] + 1, 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
-  calls = g.calls[FN_cuLaunchKernelEx];
+  int calls = g.calls[FN_cuLaunchKernelEx];
   assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_CUDA);
   expect_contains(err.message, "cuLaunchKernelEx");
   expect_contains(err.message, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
