@@ -271,6 +271,7 @@ local function grid(spec, params_floats, rows, max_batch, scratch_rows)
     max_tile_cols = max_cols,
     layers = layers,
     x_stride = D, h_stride = H,
+    scratch_data = SCRATCH_DATA,
   })
 end
 
@@ -337,6 +338,7 @@ local function gemm(spec, params_floats, weights, tune)
                  {threads = GEMM_THREADS, rows = 32 * max_mt, blocks = 1, shared = shared}, {
     gemm = true,
     scratch_rows = rows,
+    scratch_data = SCRATCH_DATA,
     grid_blocks_per_sm = blocks,
     layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)},
     x_stride = round_up(D, 4), h_stride = round_up(H, 4),
