@@ -25,8 +25,10 @@
 #             blocks per SM of 32-row tiles), the large shapes at B = 4096
 #             and 65536, then compute-sanitizer memcheck, racecheck and
 #             synccheck over its kernels (--only gemm)
-#   gemm-tune the gemm strategy at B=4096 under its tune keys (gblocks,
-#             gmt, gbk)
+#   gemm-tune the gemm strategy with two blocks per SM of 32-row tiles
+#             (gblocks=2,gmt=1) at B = 4096 and 65536 (at 65536 also
+#             instead of mma on H=512), then gblocks=2, gmt=4 and gbk=64
+#             at B=4096
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
@@ -145,11 +147,19 @@ for what in "$@"; do
       --json "$out/gemm.json" 2>&1 | grep 'B=' || status=1
     for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;
   gemm-tune)
-    for t in gblocks=2 gblocks=2,gmt=1 gmt=4 gbk=64; do
+    shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32"
+    echo "FLOWGEN_TUNE=gblocks=2,gmt=1"
+    FLOWGEN_TUNE=gblocks=2,gmt=1 timeout 250 build/bench --quick --no-startup --no-baseline \
+      --shapes "$shapes;1024,4096,32" --batches 4096,65536 --json "$out/gemm-gblocks2-gmt1.json" \
+      2>&1 | grep 'B=' || status=1
+    echo "FLOWGEN_TUNE=mma=0,gblocks=2,gmt=1"
+    FLOWGEN_TUNE=mma=0,gblocks=2,gmt=1 timeout 60 build/bench --quick --no-startup --no-baseline \
+      --shapes "128,512,32;512,512,32" --batches 65536 --json "$out/gemm-nomma.json" \
+      2>&1 | grep 'B=' || status=1
+    for t in gblocks=2 gmt=4 gbk=64; do
       echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline \
-        --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 4096 \
-        --json "$out/gemm-$t.json" 2>&1 | grep 'B=' || status=1
+      FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline \
+        --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =, __).json" 2>&1 | grep 'B=' || status=1
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

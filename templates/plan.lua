@@ -292,9 +292,10 @@ end
 -- takes each layer in turn as a matrix product over a chunk of up to
 -- scratch_rows samples (state and activations in the scratch area, about
 -- 32 MB of them, so they stay in L2), in output tiles of 32 m_tiles rows x
--- 128 columns, each through up to 4 shared-memory stages of 32 inputs
--- (cp.async); the chunks run one after another.  A layer's tiles are as
--- tall as still give every SM one (64 or 32 rows; 128 with tune gmt=4).
+-- 128 columns, each through up to 4 shared-memory stages of 32 inputs (64
+-- where no tile is taller than 64 rows) (cp.async); the chunks run one
+-- after another.  A layer's tiles are as tall as still give every SM one
+-- (128, 64 or 32 rows).
 local GEMM_BN, GEMM_STAGES, GEMM_THREADS = 128, 4, 256
 local function gemm_rows(spec)
   local h_stride = round_up(spec.hidden, 4)
@@ -305,10 +306,10 @@ local function gemm(spec, params_floats, weights, tune)
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
   local rows = gemm_rows(spec)
-  -- tune gmt: the tallest tile in 32-row units (1, 2, or 4, whose 128
-  -- accumulators spill some shapes); gblocks: blocks per SM (1, or 2 with
-  -- tiles of up to 64 rows, within 128 registers); gstages: pipeline
-  -- stages (2 to 4); gbk: inputs per stage (32, 64).
+  -- tune gmt: the tallest tile in 32-row units (1, 2, or 4); gblocks:
+  -- blocks per SM (1, or 2 with tiles of up to 64 rows, within 128
+  -- registers); gstages: pipeline stages (2 to 4); gbk: inputs per stage
+  -- (32, 64).
   local function pick(key, default, allowed)
     if not tune[key] then return default end
     local v = tune_number(key, tune[key])
@@ -316,18 +317,22 @@ local function gemm(spec, params_floats, weights, tune)
     refuse(string.format("tune: %s=%d is not one of %s", key, v, table.concat(allowed, ", ")))
   end
   local blocks = pick("gblocks", 1, {1, 2})
-  local max_mt = pick("gmt", 2, blocks == 1 and {1, 2, 4} or {1, 2})
+  local max_mt = pick("gmt", blocks == 1 and 4 or 2, blocks == 1 and {1, 2, 4} or {1, 2})
   local stages = pick("gstages", 0, {2, 3, 4})
-  local bk = pick("gbk", 32, {32, 64})
   local function gemm_layer(inputs, outputs)
     local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
     local m_tiles = max_mt
     while m_tiles > 1 and (rows // (32 * m_tiles)) * col_tiles < SMS * blocks do m_tiles = m_tiles // 2 end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
   end
-  local a_floats = 32 * max_mt * (bk + 4)
-  local b_floats = bk * (GEMM_BN + 8)
+  local layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)}
+  local tallest = math.max(layers[1].m_tiles, layers[2].m_tiles, layers[3].m_tiles)
   local limit = (shared_limit(spec.arch) + 1024) // blocks - 1024
+  local function stage_floats(bk) return 32 * tallest * (bk + 4) + bk * (GEMM_BN + 8) end
+  -- 64 inputs a stage where no tile is taller than 64 rows and 3 stages
+  -- fit (faster there; with 128-row tiles, 64 inputs spill).
+  local bk = pick("gbk", (tallest <= 2 and 4 * 3 * stage_floats(64) <= limit) and 64 or 32, {32, 64})
+  local a_floats, b_floats = 32 * tallest * (bk + 4), bk * (GEMM_BN + 8)
   if stages == 0 then  -- as many as fit, up to 4 (3 with two blocks per SM)
     stages = blocks == 1 and GEMM_STAGES or 3
     while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
@@ -335,12 +340,12 @@ local function gemm(spec, params_floats, weights, tune)
   local shared = 4 * stages * (a_floats + b_floats)
   if shared > limit then return nil end
   return variant(spec, params_floats, "gemm", "grid.cut",
-                 {threads = GEMM_THREADS, rows = 32 * max_mt, blocks = 1, shared = shared}, {
+                 {threads = GEMM_THREADS, rows = 32 * tallest, blocks = 1, shared = shared}, {
     gemm = true,
     scratch_rows = rows,
     scratch_data = SCRATCH_DATA,
     grid_blocks_per_sm = blocks,
-    layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)},
+    layers = layers,
     x_stride = round_up(D, 4), h_stride = round_up(H, 4),
     gemm_bn = GEMM_BN, gemm_bk = bk, gemm_stages = stages,
     weights = weights,

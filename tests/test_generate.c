@@ -554,6 +554,10 @@ static void test_gemm_plan(void **state) {
   assert_int_equal(v->min_batch, 1057);
   assert_int_equal(v->max_batch, -1);
   assert_null(find_strategy(k, "mma"));
+  /* 4096 rows a chunk: 32 x 8 tiles of 128 rows x 128 outputs fill the
+   * GPU, 32 inputs a stage */
+  assert_int_equal(v->rows_per_block, 128);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
   flowgen_kernel_free(k);
   /* D=128, H=512: up to 4224, then the matrix-unit kernel (32 samples per
    * block, the GPU filled). */
@@ -565,7 +569,8 @@ static void test_gemm_plan(void **state) {
   assert_int_equal(v->min_batch, 1057);
   assert_int_equal(v->max_batch, 4224);
   assert_int_equal(v->grid_blocks_per_sm, 1);
-  assert_int_equal(v->rows_per_block, 64);
+  assert_int_equal(v->rows_per_block, 64);  /* 32 x 4 tiles of 128 rows leave SMs idle */
+  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 64;");
   assert_int_equal(flowgen_kernel_variant(k, n - 3)->grid_blocks_per_sm, 0);
   assert_string_equal(flowgen_kernel_variant(k, n - 1)->strategy, "mma");
   assert_int_equal(flowgen_kernel_variant(k, n - 1)->rows_per_block, 32);
@@ -593,8 +598,8 @@ static void test_gemm_plan(void **state) {
     const char *tune;
     int64_t from;
     int blocks, rows;
-  } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 64},
-               {"gmt=4", 1057, 1, 128}, {"gmt=1,gstages=2", 1057, 1, 32},
+  } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 32},
+               {"gmt=4", 1057, 1, 64}, {"gmt=1,gstages=2", 1057, 1, 32},
                {"gfrom=1", 113, 1, 64}, {"gfrom=5000,mfrom=6000", 5000, 1, 64},
                {"gbk=64", 1057, 1, 64}};
   for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
@@ -607,7 +612,8 @@ static void test_gemm_plan(void **state) {
     assert_int_equal(v->rows_per_block, tuned[i].rows);
     flowgen_kernel_free(k);
   }
-  /* sm_86 (99 KB of shared memory): 3 stages, not 4. */
+  /* sm_86 (99 KB of shared memory): 3 stages, not 4, of 32 inputs (3 of 64
+   * do not fit). */
   spec.arch = 86;
   k = generate(&spec, NULL);
   assert_int_equal(find_strategy(k, "gemm")->shared_bytes, 3 * 4 * (64 * 36 + 32 * 136));
