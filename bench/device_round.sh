@@ -14,8 +14,9 @@
 #             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
 #             kernels' (tiles in flight, tile depth, cluster split) at B=1
 #             and 64 on shapes with large weights
-#   large     fp32 at B = 4096 and 65536 on the shapes with H >= 512, as
-#             planned and with tf32x3 from B=1057 (FLOWGEN_TUNE=mfrom=1057)
+#   large     fp32 at B = 2048, 4096 and 65536 on shapes with H >= 512
+#             (LARGE_SHAPES, LARGE_BATCHES), gemm instead of mma at H=512,
+#             and PyTorch beside it (--quick both)
 #   tune-tests  test_gpu_sample and build/sanitize (memcheck) under the
 #             tiled kernels' tuned configurations
 #   grid      the grid strategy's shapes at B = 1, 8 and 64, then
@@ -114,13 +115,19 @@ for what in "$@"; do
     done
     grep -E 'TUNE|B=' "$out/tune.txt" ;;
   large)
-    shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32"
-    for t in "" mfrom=1057; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
-        --shapes "$shapes" --batches 4096,65536 --json "$out/large-${t:-default}.json" \
-        2>&1 | grep 'B=' || status=1
-    done ;;
+    shapes=${LARGE_SHAPES:-128,512,32;512,512,32;1024,1024,32;512,2048,32}
+    batches=${LARGE_BATCHES:-2048,4096,65536}
+    timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline --shapes "$shapes" \
+      --batches $batches --json "$out/large.json" > "$out/large.txt" 2>&1 || status=1
+    grep 'B=' "$out/large.txt"
+    echo "FLOWGEN_TUNE=mma=0 (gemm instead of mma at H=512)"
+    FLOWGEN_TUNE=mma=0 timeout 100 build/bench --quick --no-startup --no-baseline \
+      --shapes "128,512,32;512,512,32" --batches 65536 2>&1 | grep 'B=' || status=1
+    if have_torch; then
+      timeout "${LARGE_TIMEOUT:-280}" python3 bench/pytorch_baseline.py --quick --shapes "$shapes" \
+        --batches $batches --json "$out/large-pytorch.json" > "$out/large-pytorch.txt" || status=1
+      python3 bench/compare.py "$out/large.json" "$out/large-pytorch.json" | tee "$out/large-compare.txt"
+    fi ;;
   tune-tests)
     for t in tstages=4,tchunk=64 tstages=3; do
       FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \

@@ -294,8 +294,7 @@ end
 -- 32 MB of them, so they stay in L2), in output tiles of 32 m_tiles rows x
 -- 128 columns, each through up to 4 shared-memory stages of 32 inputs (64
 -- where no tile is taller than 64 rows) (cp.async); the chunks run one
--- after another.  A layer's tiles are as tall as still give every SM one
--- (128, 64 or 32 rows).
+-- after another.  A layer's tiles are 128, 64 or 32 rows tall (see busy).
 local GEMM_BN, GEMM_STAGES, GEMM_THREADS = 128, 4, 256
 local function gemm_rows(spec)
   local h_stride = round_up(spec.hidden, 4)
@@ -317,21 +316,31 @@ local function gemm(spec, params_floats, weights, tune)
     refuse(string.format("tune: %s=%d is not one of %s", key, v, table.concat(allowed, ", ")))
   end
   local blocks = pick("gblocks", 1, {1, 2})
-  local max_mt = pick("gmt", blocks == 1 and 4 or 2, blocks == 1 and {1, 2, 4} or {1, 2})
+  local limit = (shared_limit(spec.arch) + 1024) // blocks - 1024
+  local function stage_floats(mt, bk) return 32 * mt * (bk + 4) + bk * (GEMM_BN + 8) end
+  -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
+  -- takes every register, so the kernel spills around its calls)
+  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, 32) <= limit
+  local max_mt = pick("gmt", tall and 4 or 2,
+                      blocks == 1 and {1, 2, 4} or {1, 2})
   local stages = pick("gstages", 0, {2, 3, 4})
+  -- A layer's tiles are as tall as keep 90% of the GPU's blocks busy in
+  -- the last wave too (taller tiles need fewer operand loads per product).
+  local function busy(tiles)
+    local slots = SMS * blocks
+    return tiles / (((tiles + slots - 1) // slots) * slots)
+  end
   local function gemm_layer(inputs, outputs)
     local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
     local m_tiles = max_mt
-    while m_tiles > 1 and (rows // (32 * m_tiles)) * col_tiles < SMS * blocks do m_tiles = m_tiles // 2 end
+    while m_tiles > 1 and busy((rows // (32 * m_tiles)) * col_tiles) < 0.9 do m_tiles = m_tiles // 2 end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
   end
   local layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)}
   local tallest = math.max(layers[1].m_tiles, layers[2].m_tiles, layers[3].m_tiles)
-  local limit = (shared_limit(spec.arch) + 1024) // blocks - 1024
-  local function stage_floats(bk) return 32 * tallest * (bk + 4) + bk * (GEMM_BN + 8) end
   -- 64 inputs a stage where no tile is taller than 64 rows and 3 stages
   -- fit (faster there; with 128-row tiles, 64 inputs spill).
-  local bk = pick("gbk", (tallest <= 2 and 4 * 3 * stage_floats(64) <= limit) and 64 or 32, {32, 64})
+  local bk = pick("gbk", (tallest <= 2 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32, {32, 64})
   local a_floats, b_floats = 32 * tallest * (bk + 4), bk * (GEMM_BN + 8)
   if stages == 0 then  -- as many as fit, up to 4 (3 with two blocks per SM)
     stages = blocks == 1 and GEMM_STAGES or 3

@@ -554,8 +554,8 @@ static void test_gemm_plan(void **state) {
   assert_int_equal(v->min_batch, 1057);
   assert_int_equal(v->max_batch, -1);
   assert_null(find_strategy(k, "mma"));
-  /* 4096 rows a chunk: 32 x 8 tiles of 128 rows x 128 outputs fill the
-   * GPU, 32 inputs a stage */
+  /* 4096 rows a chunk: 32 x 8 tiles of 128 rows x 128 outputs keep the
+   * GPU busy (256 of 264 blocks in two waves), 32 inputs a stage */
   assert_int_equal(v->rows_per_block, 128);
   assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
   flowgen_kernel_free(k);
@@ -569,8 +569,12 @@ static void test_gemm_plan(void **state) {
   assert_int_equal(v->min_batch, 1057);
   assert_int_equal(v->max_batch, 4224);
   assert_int_equal(v->grid_blocks_per_sm, 1);
-  assert_int_equal(v->rows_per_block, 64);  /* 32 x 4 tiles of 128 rows leave SMs idle */
-  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 64;");
+  /* 32 x 4 tiles of 128 rows leave 4 of 132 SMs idle: 128 rows; but
+   * layer 3's 32 x 1 would leave most idle: 128 tiles of 32 rows */
+  assert_int_equal(v->rows_per_block, 128);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
+  assert_contains(flowgen_kernel_source(k), "layer<512, 128, 1>(");
+  assert_contains(flowgen_kernel_source(k), "layer<512, 512, 4>(");
   assert_int_equal(flowgen_kernel_variant(k, n - 3)->grid_blocks_per_sm, 0);
   assert_string_equal(flowgen_kernel_variant(k, n - 1)->strategy, "mma");
   assert_int_equal(flowgen_kernel_variant(k, n - 1)->rows_per_block, 32);
@@ -598,10 +602,10 @@ static void test_gemm_plan(void **state) {
     const char *tune;
     int64_t from;
     int blocks, rows;
-  } tuned[] = {{"gfrom=5000", 5000, 1, 64}, {"gblocks=2", 1057, 2, 32},
-               {"gmt=4", 1057, 1, 64}, {"gmt=1,gstages=2", 1057, 1, 32},
-               {"gfrom=1", 113, 1, 64}, {"gfrom=5000,mfrom=6000", 5000, 1, 64},
-               {"gbk=64", 1057, 1, 64}};
+  } tuned[] = {{"gfrom=5000", 5000, 1, 128}, {"gblocks=2", 1057, 2, 64},
+               {"gmt=2", 1057, 1, 64}, {"gmt=1,gstages=2", 1057, 1, 32},
+               {"gfrom=1", 113, 1, 128}, {"gfrom=5000,mfrom=6000", 5000, 1, 128},
+               {"gbk=64", 1057, 1, 128}};
   for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
     flowgen_options o = {.tune = tuned[i].tune};
     k = generate(&spec, &o);
@@ -612,13 +616,21 @@ static void test_gemm_plan(void **state) {
     assert_int_equal(v->rows_per_block, tuned[i].rows);
     flowgen_kernel_free(k);
   }
-  /* sm_86 (99 KB of shared memory): 3 stages, not 4, of 32 inputs (3 of 64
-   * do not fit). */
+  /* sm_86 (99 KB of shared memory): 64-row tiles (3 stages of 128-row
+   * ones do not fit), 3 stages, not 4, of 32 inputs (3 of 64 do not fit). */
   spec.arch = 86;
   k = generate(&spec, NULL);
   assert_int_equal(find_strategy(k, "gemm")->shared_bytes, 3 * 4 * (64 * 36 + 32 * 136));
   flowgen_kernel_free(k);
   spec.arch = 90;
+  /* D=64, H=768: 32 x 6 tiles of 128 rows would leave 72 of 264 blocks
+   * idle in the second wave; 64-row tiles, then 64 inputs a stage. */
+  flowgen_spec wide = fg_test_spec(64, 768, 4, 90);
+  k = generate(&wide, NULL);
+  v = find_strategy(k, "gemm");
+  assert_int_equal(v->rows_per_block, 64);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 64;");
+  flowgen_kernel_free(k);
   /* mfrom moves the matrix-unit kernel's start; at or before the gemm
    * variant's, the gemm variant serves one batch. */
   flowgen_options late = {.tune = "mfrom=6000"};
