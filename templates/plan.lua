@@ -294,7 +294,8 @@ end
 -- 32 MB of them, so they stay in L2), in output tiles of 32 m_tiles rows x
 -- 128 columns, each through up to 4 shared-memory stages of 32 inputs (64
 -- where no tile is taller than 64 rows) (cp.async); the chunks run one
--- after another.  A layer's tiles are 128, 64 or 32 rows tall (see busy).
+-- after another.  A layer's tiles are 128, 64 or 32 rows tall (see
+-- block_rows).
 local GEMM_BN, GEMM_STAGES, GEMM_THREADS = 128, 4, 256
 local function gemm_rows(spec)
   local h_stride = round_up(spec.hidden, 4)
@@ -324,16 +325,22 @@ local function gemm(spec, params_floats, weights, tune)
   local max_mt = pick("gmt", tall and 4 or 2,
                       blocks == 1 and {1, 2, 4} or {1, 2})
   local stages = pick("gstages", 0, {2, 3, 4})
-  -- A layer's tiles are as tall as keep 90% of the GPU's blocks busy in
-  -- the last wave too (taller tiles need fewer operand loads per product).
-  local function busy(tiles)
+  -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1),
+  -- the one that leaves each block the fewest rows over a full chunk (waves
+  -- of tiles x rows per tile), ties to the taller (fewer operand loads per
+  -- product).  The kernel makes the same choice for each chunk's rows, up
+  -- to this height (grid.cut, tile_height).
+  local function block_rows(outputs, m)
+    local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + GEMM_BN - 1) // GEMM_BN)
     local slots = SMS * blocks
-    return tiles / (((tiles + slots - 1) // slots) * slots)
+    return (tiles + slots - 1) // slots * m
   end
   local function gemm_layer(inputs, outputs)
-    local col_tiles = (outputs + GEMM_BN - 1) // GEMM_BN
-    local m_tiles = max_mt
-    while m_tiles > 1 and busy((rows // (32 * m_tiles)) * col_tiles) < 0.9 do m_tiles = m_tiles // 2 end
+    local m_tiles, m = max_mt, max_mt // 2
+    while m >= 1 do
+      if block_rows(outputs, m) < block_rows(outputs, m_tiles) then m_tiles = m end
+      m = m // 2
+    end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
   end
   local layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)}

@@ -573,8 +573,10 @@ static void test_gemm_plan(void **state) {
    * layer 3's 32 x 1 would leave most idle: 128 tiles of 32 rows */
   assert_int_equal(v->rows_per_block, 128);
   assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
-  assert_contains(flowgen_kernel_source(k), "layer<512, 128, 1>(");
-  assert_contains(flowgen_kernel_source(k), "layer<512, 512, 4>(");
+  assert_contains(flowgen_kernel_source(k), "product<512, 128, 1>(");
+  assert_contains(flowgen_kernel_source(k), "product<512, 512, 4>(");
+  /* lower tiles where a batch or a last chunk is too small for 128 rows */
+  assert_contains(flowgen_kernel_source(k), "product<IN, OUT, MT / 2>(");
   assert_int_equal(flowgen_kernel_variant(k, n - 3)->grid_blocks_per_sm, 0);
   assert_string_equal(flowgen_kernel_variant(k, n - 1)->strategy, "mma");
   assert_int_equal(flowgen_kernel_variant(k, n - 1)->rows_per_block, 32);
