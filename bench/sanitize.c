@@ -1,6 +1,7 @@
 /* Every strategy once, for compute-sanitizer: for a few shapes and solvers,
  * each variant the planner emits is launched at the smallest batch it
- * serves and at an odd batch inside its range, and its output is compared
+ * serves, at an odd batch inside its range and at the largest (where the
+ * range ends), and its output is compared
  * with the fp64 reference.  Small on purpose: under racecheck a launch runs
  * orders of magnitude slower.
  *
@@ -137,6 +138,10 @@ int main(int argc, char **argv) {
       int64_t odd = (lo + hi) / 2 | 1;
       if (odd > hi) odd = hi;
       if (odd != lo && !light) failures += check(s, &spec, w, v->strategy, odd, cases[c].tolerance);
+      /* the largest batch too (the gemm kernel's tallest tiles at D=128,
+       * H=512: B=4224) */
+      if (v->max_batch >= 0 && hi != odd && hi != lo && !light)
+        failures += check(s, &spec, w, v->strategy, hi, cases[c].tolerance);
     }
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
