@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|digits|all]...
+# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -30,12 +30,16 @@
 #             (gblocks=2,gmt=1) at B = 4096 and 65536 (at 65536 also
 #             instead of mma on H=512), then gblocks=2, gmt=4 and gbk=64
 #             at B=4096
+#   wgmma     the opt-in wgmma variant (FLOWGEN_TUNE=wgmma=1): its GPU test,
+#             bf16 and fp16 at the default shape beside the mma kernel,
+#             compute-sanitizer over it
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
-#   all       (or no part) every part but large, tune, tune-tests, gemm and
-#             gemm-tune (sanitize and sweep cover the gemm variant too)
+#   all       (or no part) every part but large, tune, tune-tests, gemm,
+#             gemm-tune and wgmma (sanitize and sweep cover the gemm variant
+#             too)
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -167,6 +171,19 @@ for what in "$@"; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline \
         --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =, __).json" 2>&1 | grep 'B=' || status=1
+    done ;;
+  wgmma)
+    echo "test_wgmma_strategy"
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_wgmma_*' timeout 200 \
+      build/tests/test_gpu_sample > "$out/wgmma-tests.log" 2>&1 || status=1
+    grep -E '^# |FAILED|PASSED' "$out/wgmma-tests.log"
+    for t in "" wgmma=1 wgmma=1,wgn=64; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
+        --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
+    done
+    for tool in memcheck racecheck synccheck; do
+      FLOWGEN_TUNE=wgmma=1 sanitizer wgmma $tool --light --only wgmma
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

@@ -53,7 +53,7 @@ local function mma_weights(kind, D, H)
   return mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"}
 end
 
-local function params_layout(D, H, mma_kind, scratch_floats)
+local function params_layout(D, H, mma_kind, scratch_floats, wg)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -70,6 +70,15 @@ local function params_layout(D, H, mma_kind, scratch_floats)
     segments[#segments + 1] = {"w1m", D * ld(H) * es // 4, string.format(what, 1, D, H, ld(H))}
     segments[#segments + 1] = {"w2m", H * ld(H) * es // 4, string.format(what, 2, H, H, ld(H))}
     segments[#segments + 1] = {"w3m", H * ld(D) * es // 4, string.format(what, 3, H, D, ld(D))}
+  end
+  if wg then
+    -- The warpgroup kernel's copies, one after another (copied into shared
+    -- memory as one block): see wgmma.cut.
+    local Dp, Hp = round_up(D, 16), round_up(H, 16)
+    local what = wg .. " copy of W%d for wgmma: %d outputs x %d inputs, 8 x 8 core matrices"
+    segments[#segments + 1] = {"w1g", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
+    segments[#segments + 1] = {"w2g", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
+    segments[#segments + 1] = {"w3g", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,
@@ -455,6 +464,35 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
   return nil
 end
 
+-- Warpgroup strategy (wgmma.cut): bf16 and fp16 on sm_90's wgmma for the
+-- Euler solver, D and H up to 256 (each rounded up to 16): every weight
+-- resident in shared memory (16-bit copies in the matrix units' core-matrix
+-- layout), each of 2 warpgroups of a block owning 64 samples through all
+-- steps, state and activations in registers.  Opt-in (tune wgmma=1): not
+-- yet measured.  tune wgn: outputs per wgmma (64 or 128).
+local WG_ROWS, WG_GROUPS = 64, 2
+local function wgmma_ok(spec, tune)
+  if tune.wgmma ~= "1" or spec.arch ~= 90 or spec.solver ~= "euler" then return false end
+  if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  return Dp <= 256 and Hp <= 256
+      and 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp) <= shared_limit(spec.arch)
+end
+
+local function wgmma(spec, params_floats, tune)
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  local n = 128
+  if tune.wgn then
+    n = tune_number("wgn", tune.wgn)
+    if n ~= 64 and n ~= 128 then refuse(string.format("tune: wgn=%d is not one of 64, 128", n)) end
+  end
+  return variant(spec, params_floats, "wgmma", "wgmma.cut",
+                 {threads = 128 * WG_GROUPS, rows = WG_ROWS * WG_GROUPS, blocks = 1,
+                  shared = 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp)}, {
+    dim_pad = Dp, hidden_pad = Hp, groups = WG_GROUPS, n_chunk = n,
+  })
+end
+
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
 -- accuracy) for large batches, where it beats the FMA kernel.
 local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
@@ -496,8 +534,9 @@ return function(spec)
     scratch = math.max(scratch, scratch_activations(spec, gemm_rows(spec), round_up(spec.dim, 4),
                                                     round_up(spec.hidden, 4), true))
   end
+  local wg = wgmma_ok(spec, tune) and spec.precision or nil
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
-                                                scratch > 0 and SCRATCH_DATA + scratch)
+                                                scratch > 0 and SCRATCH_DATA + scratch, wg)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -569,7 +608,7 @@ return function(spec)
     local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
         mma(spec, params_floats, mma_kind, 64, "", tune)
     if few.rows_per_block < many.rows_per_block then add(few, few.rows_per_block * SMS) end
-    add(many)
+    add(wg and wgmma(spec, params_floats, tune) or many)
   else
     -- fp32 (and the other precisions where the matrix-unit kernel does not
     -- fit): the tiled FMA kernel, with 8 samples per block while that
@@ -619,6 +658,7 @@ return function(spec)
     params_floats = params_floats,
     mma_kind = mma_kind,
     mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
+    wgmma_kind = wg,
     variants = variants,
   }
 end

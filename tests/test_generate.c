@@ -677,6 +677,69 @@ static void test_gemm_plan(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
 }
 
+/* The wgmma variant: only on request (tune wgmma=1), for bf16 and fp16 with
+ * the Euler solver on sm_90, where D and H (rounded up to 16) are at most
+ * 256 and the weights fit in shared memory; it replaces the 64-row mma
+ * kernel and reads its own copies of the weights. */
+static void test_wgmma_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  assert_false(has_strategy(&spec, NULL, "wgmma"));
+  flowgen_options opts = {.tune = "wgmma=1"};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const flowgen_variant *v = find_strategy(k, "wgmma");
+  assert_non_null(v);
+  assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  assert_null(find_strategy(k, "mma"));
+  assert_non_null(find_strategy(k, "mma16"));
+  assert_int_equal(v->max_batch, -1);
+  assert_int_equal(v->block_threads, 256);
+  assert_int_equal(v->rows_per_block, 128);
+  /* 192 KB of bf16 weights, then b1, W1's t column, b2, b3 */
+  assert_int_equal(v->shared_bytes, 2 * (256 * 64 + 256 * 256 + 64 * 256) + 4 * (3 * 256 + 64));
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 ");
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 ");
+  assert_contains(src, "constexpr int k_w1g = ");
+  assert_contains(src, "fence.proxy.async.shared::cta;");
+  flowgen_kernel_free(k);
+
+  /* fp16, D=17, H=200: rounded up to 32 and 208, 64 outputs a wgmma */
+  spec = fg_test_spec(17, 200, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_FP16;
+  opts.tune = "wgmma=1,wgn=64";
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kDp = 32;");
+  assert_contains(src, "constexpr int kHp = 208;");
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 ");
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 ");
+  flowgen_kernel_free(k);
+
+  /* none: fp32, tf32, another solver, sm_80, H above 256, weights beyond
+   * shared memory (D=128, H=256: 256 KB) */
+  static const struct {
+    int dim, hidden, arch;
+    flowgen_precision precision;
+    flowgen_solver solver;
+  } none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+              {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+              {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
+              {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+              {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+              {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
+  for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
+    spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
+    spec.precision = none[i].precision;
+    spec.solver = none[i].solver;
+    assert_false(has_strategy(&spec, "wgmma=1", "wgmma"));
+  }
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  expect_tune_refused(&spec, "wgmma=1,wgn=96");
+}
+
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
  * before sm_80 (no cp.async). */
 static void test_tiled_stages(void **state) {
@@ -1041,6 +1104,7 @@ int main(void) {
       cmocka_unit_test(test_shape_constants_are_literals),
       cmocka_unit_test(test_variants_are_consistent),
       cmocka_unit_test(test_gemm_plan),
+      cmocka_unit_test(test_wgmma_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),

@@ -397,6 +397,56 @@ static void test_gemm_strategy(void **state) {
                   seed + 29 * i, seed, gemm_from_1057);
 }
 
+/* The wgmma variant (opt-in, FLOWGEN_TUNE=wgmma=1: bf16 and fp16, Euler,
+ * sm_90) against the reference at its tolerance: its first batch, a last
+ * block with one warpgroup idle (first + 64), a warpgroup with one sample
+ * (first + 65), batches of no multiple of 64, shapes whose D and H are no
+ * multiple of 16. */
+static void test_wgmma_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  setenv("FLOWGEN_TUNE", "wgmma=1", 1);
+  flowrt_runtime *rt = NULL;
+  flowgen_error err;
+  flowrt_options opts = {.disk_cache = 0};
+  flowgen_status st = flowrt_open(&opts, &rt, &err);
+  unsetenv("FLOWGEN_TUNE");
+  if (st) fail_msg("flowrt_open: %s", err.message);
+  static const struct {
+    int dim, hidden, steps;
+    flowgen_precision precision;
+  } shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16}, {3, 100, 5, FLOWGEN_PRECISION_FP16},
+                {17, 200, 4, FLOWGEN_PRECISION_BF16}, {64, 64, 3, FLOWGEN_PRECISION_FP16}};
+  uint64_t seed = fg_test_seed();
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
+    flowgen_spec spec = make_spec(shapes[i].dim, shapes[i].hidden, shapes[i].steps);
+    spec.precision = shapes[i].precision;
+    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
+    flowrt_sampler *s = NULL;
+    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    const flowgen_kernel *k = flowrt_sampler_kernel(s);
+    const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+    if (strcmp(v->strategy, "wgmma") != 0) {
+      flowrt_sampler_destroy(s);
+      flowrt_weights_free(w);
+      flowrt_close(rt);
+      print_message("# no wgmma variant (the GPU is not sm_90): skipped\n");
+      skip();
+    }
+    const int64_t first = v->min_batch, batches[] = {first, first + 64, first + 65, 1000, 5003};
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+      assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, "wgmma");
+      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+      printf("# %s D=%d H=%d B=%lld wgmma relerr=%.3e\n", flowgen_precision_name(spec.precision),
+             spec.dim, spec.hidden, (long long)batches[b], e);
+      assert_true(e <= 1e-2);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+  flowrt_close(rt);
+}
+
 /* Two samplers of different shapes live side by side; a second sampler of
  * the same spec is an in-memory hit; a fresh runtime finds the disk entry. */
 static void test_two_samplers_and_cache(void **state) {
@@ -447,6 +497,7 @@ int main(void) {
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_gemm_strategy),
+      cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);

@@ -95,8 +95,8 @@ static void check_log(const flowgen_kernel *k, const char *log, int arch,
   assert_true(functions > 0);
   assert_int_equal(spill_lines, functions);
 
-  char arch_name[32];
-  snprintf(arch_name, sizeof arch_name, "for 'sm_%d'", arch);
+  char arch_name[32];  /* sm_90 builds for the arch-specific sm_90a */
+  snprintf(arch_name, sizeof arch_name, "for 'sm_%d%s'", arch, arch == 90 ? "a" : "");
   for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
     const flowgen_variant *v = flowgen_kernel_variant(k, i);
     char entry[256];
@@ -313,6 +313,30 @@ static void test_tuned_variants_compile(void **state) {
 /* Issue: every shape in range compiles.  Two shapes drawn afresh on each
  * run (log-uniform over the whole range, a random solver); the seed is
  * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
+/* The wgmma variant (opt-in: tune wgmma=1) compiles for sm_90a without
+ * warnings (ptxas reports wgmma it must serialize) or spills: 128 and 64
+ * outputs a wgmma, D and H of no multiple of 16. */
+static void test_wgmma_compiles(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    const char *tune;
+  } cases[] = {
+      {64, 256, FLOWGEN_PRECISION_BF16, "wgmma=1"},
+      {64, 256, FLOWGEN_PRECISION_FP16, "wgmma=1,wgn=64"},
+      {17, 200, FLOWGEN_PRECISION_FP16, "wgmma=1"},
+      {3, 100, FLOWGEN_PRECISION_BF16, "wgmma=1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
+    spec.precision = cases[i].precision;
+    compile_clean_tuned(&spec, cases[i].tune);
+  }
+}
+
 static void test_random_shapes_compile(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -461,6 +485,7 @@ int main(void) {
       cmocka_unit_test(test_random_shapes_compile),
       cmocka_unit_test(test_precisions_compile),
       cmocka_unit_test(test_tuned_variants_compile),
+      cmocka_unit_test(test_wgmma_compiles),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),

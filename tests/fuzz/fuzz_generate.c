@@ -26,7 +26,7 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "mchunk",   "mstages", "mblocks", "tcluster",
                                         "tchunk",   "tstages", "grid",    "mfrom",
                                         "gemm",     "gfrom",   "gmt",     "gblocks",
-                                        "gstages",  "gbk"};
+                                        "gstages",  "gbk",     "wgmma",   "wgn"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
