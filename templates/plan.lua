@@ -337,8 +337,8 @@ local function gemm(spec, params_floats, weights, tune)
   -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1),
   -- the one that leaves each block the fewest rows over a full chunk (waves
   -- of tiles x rows per tile), ties to the taller (fewer operand loads per
-  -- product).  The kernel makes the same choice for each chunk's rows, up
-  -- to this height (grid.cut, tile_height).
+  -- product).  For each chunk the kernel takes this height or half of it,
+  -- by the same measure over the chunk's rows (grid.cut, product).
   local function block_rows(outputs, m)
     local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + GEMM_BN - 1) // GEMM_BN)
     local slots = SMS * blocks
