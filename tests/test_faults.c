@@ -1767,14 +1767,15 @@ static void test_nvrtc_get_cubin_fails(void **state) {
                NVRTC_ERROR_OUT_OF_MEMORY);
   assert_int_equal(compile(FLOWRT_TARGET_CUBIN, &image, &size, &err), FLOWGEN_NOMEM);
   expect_contains(err.message, "nvrtcCreateProgram");
-  /* Then it works, and the options asked for sm_90 / compute_90. */
+  /* Then it works, and the options asked for sm_90a / compute_90a (sm_90's
+   * arch-specific target: wgmma). */
   assert_int_equal(compile(FLOWRT_TARGET_CUBIN, &image, &size, &err), FLOWGEN_OK);
   assert_int_equal(size, sizeof(Elf64_Ehdr));
-  assert_string_equal(nv.programs[nv.nprograms - 1].arch_option, "sm_90");
+  assert_string_equal(nv.programs[nv.nprograms - 1].arch_option, "sm_90a");
   free(image);
   assert_int_equal(compile(FLOWRT_TARGET_PTX, &image, &size, &err), FLOWGEN_OK);
   assert_string_equal(image, fake_ptx);
-  assert_string_equal(nv.programs[nv.nprograms - 1].arch_option, "compute_90");
+  assert_string_equal(nv.programs[nv.nprograms - 1].arch_option, "compute_90a");
   free(image);
   fg_loader_reset();
   check_everything_released();
