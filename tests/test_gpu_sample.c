@@ -397,6 +397,125 @@ static void test_gemm_strategy(void **state) {
                   seed + 29 * i, seed, gemm_from_1057);
 }
 
+/* The wgmma variant's building blocks on their own (the generated source
+ * of D=64, H=256 bf16, plus a probe kernel): weights packed by pack_wg into
+ * shared memory, a 64 x 32 A operand made by to_operand from accumulator-
+ * layout registers, product<32, 64> (two k-steps, eight 8-output groups),
+ * the accumulators written back through their layout: D = A W^T as on the
+ * CPU from the same bf16-rounded inputs.  Where the whole kernel fails,
+ * this tells a layout mistake from the rest. */
+static const char wgmma_probe[] =
+    "extern \"C\" __global__ void __launch_bounds__(128) wgmma_probe(\n"
+    "    const float* a, const float* w, float* d)\n"
+    "{\n"
+    "  using namespace flowgen::probe::wgmma;\n"
+    "  __shared__ __align__(16) unsigned ws[64 * 32 / 2];\n"
+    "  for (int e = threadIdx.x; e < 64 * 32 / 2; e += 128)\n"
+    "    ws[e] = __float_as_uint(pack_wg<64, 32, 64, 32>(e, [&](int out, int in) { return w[out * 32 + in]; }));\n"
+    "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+    "  __syncthreads();\n"
+    "  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;\n"
+    "  float v[16];\n"
+    "  for (int i = 0; i < 4; ++i)\n"
+    "    for (int q = 0; q < 4; ++q)\n"
+    "      v[4 * i + q] = a[(16 * warp + g + 8 * (q / 2)) * 32 + 8 * i + 2 * t + q % 2];\n"
+    "  unsigned op[2][4];\n"
+    "  to_operand<32, 32>(op, v, 0);\n"
+    "  float acc[32];\n"
+    "  product<32, 64>(acc, op, static_cast<unsigned>(__cvta_generic_to_shared(ws)), 0);\n"
+    "  for (int i = 0; i < 8; ++i)\n"
+    "    for (int q = 0; q < 4; ++q)\n"
+    "      d[(16 * warp + g + 8 * (q / 2)) * 64 + 8 * i + 2 * t + q % 2] = acc[4 * i + q];\n"
+    "}\n";
+
+/* x rounded to bf16 (to nearest even), back as a float. */
+static float round_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+static void test_wgmma_layout_probe(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdevice dev;
+  int major = 0;
+  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                   CUDA_SUCCESS);
+  if (major != 9) {
+    print_message("# not an sm_90 GPU: skipped\n");
+    skip();
+  }
+  flowgen_spec spec = make_spec(64, 256, 2);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  flowgen_error err;
+  assert_int_equal(flowgen_spec_set(&spec, "name", "probe", &err), FLOWGEN_OK);
+  flowgen_options opts = {.tune = "wgmma=1"};
+  flowgen_kernel *k = NULL;
+  if (flowgen_generate(&spec, &opts, &k, &err)) fail_msg("%s", err.message);
+  size_t n = flowgen_kernel_source_size(k);
+  char *source = malloc(n + sizeof wgmma_probe);
+  memcpy(source, flowgen_kernel_source(k), n);
+  memcpy(source + n, wgmma_probe, sizeof wgmma_probe);
+  flowgen_kernel_free(k);
+  void *image = NULL;
+  size_t size = 0;
+  if (flowrt_compile(source, strlen(source), "wgmma_probe.cu", 90, FLOWRT_TARGET_CUBIN, false,
+                     &image, &size, NULL, &err))
+    fail_msg("%s", err.message);
+  free(source);
+
+  float a[64 * 32], w[64 * 32], d[64 * 64];
+  fg_test_fill_uniform(a, 64 * 32, fg_test_seed() + 1, 1.0f);
+  fg_test_fill_uniform(w, 64 * 32, fg_test_seed() + 2, 1.0f);
+  CUcontext ctx;
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+  CUmodule mod;
+  CUfunction fn;
+  assert_int_equal(cu->cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+  free(image);
+  assert_int_equal(cu->cuModuleGetFunction(&fn, mod, "wgmma_probe"), CUDA_SUCCESS);
+  CUdeviceptr da, dw, dd;
+  assert_int_equal(cu->cuMemAlloc(&da, sizeof a), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dw, sizeof w), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dd, sizeof d), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(da, a, sizeof a), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(dw, w, sizeof w), CUDA_SUCCESS);
+  CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+                        .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1};
+  void *args[] = {&da, &dw, &dd};
+  assert_int_equal(cu->cuLaunchKernelEx(&cfg, fn, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(d, dd, sizeof d), CUDA_SUCCESS);
+  cu->cuMemFree(da);
+  cu->cuMemFree(dw);
+  cu->cuMemFree(dd);
+  cu->cuModuleUnload(mod);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  cu->cuDevicePrimaryCtxRelease(dev);
+
+  double worst = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int j = 0; j < 64; ++j) {
+      double ref = 0, mag = 0;
+      for (int i = 0; i < 32; ++i) {
+        ref += (double)round_bf16(a[r * 32 + i]) * round_bf16(w[j * 32 + i]);
+        mag += fabs((double)round_bf16(a[r * 32 + i]) * round_bf16(w[j * 32 + i]));
+      }
+      double e = fabs(d[r * 64 + j] - ref) / (mag > 0 ? mag : 1);
+      if (!(e <= worst)) worst = e;
+      if (!(e <= 1e-5))
+        fail_msg("D[%d][%d] = %g, expected %g (A W^T of the bf16 inputs)", r, j, d[r * 64 + j], ref);
+    }
+  printf("# wgmma probe: largest error %.2e of the sum of |products|\n", worst);
+}
+
 /* The wgmma variant (opt-in, FLOWGEN_TUNE=wgmma=1: bf16 and fp16, Euler,
  * sm_90) against the reference at its tolerance: its first batch, a last
  * block with one warpgroup idle (first + 64), a warpgroup with one sample
@@ -497,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_gemm_strategy),
+      cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
