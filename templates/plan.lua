@@ -465,23 +465,28 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
 end
 
 -- Warpgroup strategy (wgmma.cut): bf16 and fp16 on sm_90's wgmma for the
--- Euler solver, D and H up to 256 (each rounded up to 16): every weight
+-- Euler solver, D up to 160 and H up to 256 (each rounded up to 16): every weight
 -- resident in shared memory (16-bit copies in the matrix units' core-matrix
 -- layout), each of 2 warpgroups of a block owning 64 samples through all
 -- steps, state and activations in registers.  Opt-in (tune wgmma=1): not
--- yet measured.  tune wgn: outputs per wgmma (64 or 128).
+-- yet measured.  tune wgn: outputs per wgmma (64 or 128; default 128 where
+-- they split H evenly).
 local WG_ROWS, WG_GROUPS = 64, 2
 local function wgmma_ok(spec, tune)
   if tune.wgmma ~= "1" or spec.arch ~= 90 or spec.solver ~= "euler" then return false end
   if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
+  -- D up to 160: the state's registers (D / 2) and layer 1's operand
+  -- (D / 4) on top of H's; larger D spill some shapes.
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
-  return Dp <= 256 and Hp <= 256
+  return Dp <= 160 and Hp <= 256
       and 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp) <= shared_limit(spec.arch)
 end
 
 local function wgmma(spec, params_floats, tune)
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
-  local n = 128
+  -- 128 outputs a wgmma where they split H evenly (a wgmma of 128 and one
+  -- of the rest spill some shapes), else 64.
+  local n = (Hp <= 128 or Hp % 128 == 0) and 128 or 64
   if tune.wgn then
     n = tune_number("wgn", tune.wgn)
     if n ~= 64 and n ~= 128 then refuse(string.format("tune: wgn=%d is not one of 64, 128", n)) end

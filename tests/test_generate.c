@@ -705,20 +705,24 @@ static void test_wgmma_plan(void **state) {
   assert_contains(src, "fence.proxy.async.shared::cta;");
   flowgen_kernel_free(k);
 
-  /* fp16, D=17, H=200: rounded up to 32 and 208, 64 outputs a wgmma */
+  /* fp16, D=17, H=200: rounded up to 32 and 208; 208 outputs as three
+   * wgmma of 64 and one of 16 (128 does not split 208 evenly) */
   spec = fg_test_spec(17, 200, 4, 90);
   spec.precision = FLOWGEN_PRECISION_FP16;
-  opts.tune = "wgmma=1,wgn=64";
+  opts.tune = "wgmma=1";
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
   assert_contains(src, "constexpr int kHp = 208;");
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 ");
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 ");
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 ");
+  assert_contains(src, "for (int n0 = 0; n0 < 192; n0 += 64) {");
+  assert_contains(src, "for (int n0 = 192; n0 < 208; n0 += 16) {");
   flowgen_kernel_free(k);
 
-  /* none: fp32, tf32, another solver, sm_80, H above 256, weights beyond
-   * shared memory (D=128, H=256: 256 KB) */
+  /* none: fp32, tf32, another solver, sm_80, H above 256, D above 160,
+   * weights beyond shared memory (D=128, H=256: 256 KB) */
   static const struct {
     int dim, hidden, arch;
     flowgen_precision precision;
@@ -728,6 +732,7 @@ static void test_wgmma_plan(void **state) {
               {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
               {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
               {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+              {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
               {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
   for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
     spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);

@@ -315,7 +315,8 @@ static void test_tuned_variants_compile(void **state) {
  * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
 /* The wgmma variant (opt-in: tune wgmma=1) compiles for sm_90a without
  * warnings (ptxas reports wgmma it must serialize) or spills: 128 and 64
- * outputs a wgmma, D and H of no multiple of 16. */
+ * outputs a wgmma and a last one of the rest, D and H of no multiple of 16,
+ * the largest D. */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -329,6 +330,8 @@ static void test_wgmma_compiles(void **state) {
       {64, 256, FLOWGEN_PRECISION_FP16, "wgmma=1,wgn=64"},
       {17, 200, FLOWGEN_PRECISION_FP16, "wgmma=1"},
       {3, 100, FLOWGEN_PRECISION_BF16, "wgmma=1"},
+      {80, 240, FLOWGEN_PRECISION_BF16, "wgmma=1"},
+      {160, 200, FLOWGEN_PRECISION_FP16, "wgmma=1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
