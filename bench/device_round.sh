@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -30,6 +30,9 @@
 #             (gblocks=2,gmt=1) at B = 4096 and 65536 (at 65536 also
 #             instead of mma on H=512), then gblocks=2, gmt=4 and gbk=64
 #             at B=4096
+#   check     after kernel changes: every GPU test (as tests), then the
+#             points they move: D=64, H=256 in fp32, tf32 and bf16 at
+#             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
 #   wgmma     the opt-in wgmma variant (FLOWGEN_TUNE=wgmma=1): its GPU test,
 #             bf16 and fp16 at the default shape beside the mma kernel,
 #             compute-sanitizer over it
@@ -37,9 +40,9 @@
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
-#   all       (or no part) every part but large, tune, tune-tests, gemm,
-#             gemm-tune and wgmma (sanitize and sweep cover the gemm variant
-#             too)
+#   all       (or no part) every part but check, large, tune, tune-tests,
+#             gemm, gemm-tune and wgmma (sanitize and sweep cover the gemm
+#             variant too)
 set -u
 out=${OUT:-device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -172,6 +175,15 @@ for what in "$@"; do
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline \
         --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =, __).json" 2>&1 | grep 'B=' || status=1
     done ;;
+  check)
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
+      sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
+    grep -E 'FAILED|tests:' "$out/tests.log" | tail -20
+    timeout 150 build/bench --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
+      --shapes 64,256,32 --batches 8,1000,65536 --json "$out/check-default.json" 2>&1 | grep 'B=' || status=1
+    timeout 150 build/bench --quick --no-startup --no-baseline \
+      --shapes "128,512,32;512,512,32" --batches 2048,65536 --json "$out/check-large.json" \
+      2>&1 | grep 'B=' || status=1 ;;
   wgmma)
     echo "test_wgmma_strategy"
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_wgmma_*' timeout 200 \
