@@ -177,7 +177,7 @@ for what in "$@"; do
     done ;;
   check)
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
-      sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
+      timeout "${CHECK_TIMEOUT:-420}" sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
     grep -E 'FAILED|tests:' "$out/tests.log" | tail -20
     timeout 150 build/bench --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
       --shapes 64,256,32 --batches 8,1000,65536 --json "$out/check-default.json" 2>&1 | grep 'B=' || status=1
