@@ -532,6 +532,18 @@ static void test_strategies_by_shape(void **state) {
   assert_int_equal(many->max_batch, -1);
   assert_contains(flowgen_kernel_source(k), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
   flowgen_kernel_free(k);
+  /* tf32: h1 and h2 stored rounded (as_input), so layers 2 and 3 take
+   * their fragments as they are; layer 1's input, the state, is rounded
+   * at load. */
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "return __uint_as_float(to_tf32(v));");
+  assert_contains(src, "STORED_AS_INPUT ? __float_as_uint(x[q]) : to_tf32(x[q])");
+  assert_contains(src, "dense<64, 256, 68, 4, false, ");
+  assert_contains(src, "dense<256, 256, 260, 4, true, ");
+  assert_contains(src, "put(&h1[r * kHStride + j], as_input(silu(");
+  flowgen_kernel_free(k);
   static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9",
                                     "mblocks=5", "tstages=1", "tstages=9", "tchunk=3"};
   spec = fg_test_spec(128, 512, 4, 90);
