@@ -472,18 +472,24 @@ end
 -- yet measured.  tune wgn: outputs per wgmma (64 or 128; default 128 where
 -- they split H evenly).
 local WG_ROWS, WG_GROUPS = 64, 2
+-- D and H rounded up to 16, and the block's shared memory: the three
+-- 16-bit weight copies, then fp32 b1, W1's t column, b2, b3.
+local function wgmma_shape(spec)
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  return Dp, Hp, 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp)
+end
+
 local function wgmma_ok(spec, tune)
   if tune.wgmma ~= "1" or spec.arch ~= 90 or spec.solver ~= "euler" then return false end
   if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
   -- D up to 160: the state's registers (D / 2) and layer 1's operand
   -- (D / 4) on top of H's; larger D spill some shapes.
-  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
-  return Dp <= 160 and Hp <= 256
-      and 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp) <= shared_limit(spec.arch)
+  local Dp, Hp, shared = wgmma_shape(spec)
+  return Dp <= 160 and Hp <= 256 and shared <= shared_limit(spec.arch)
 end
 
 local function wgmma(spec, params_floats, tune)
-  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  local Dp, Hp, shared = wgmma_shape(spec)
   -- 128 outputs a wgmma where they split H evenly (a wgmma of 128 and one
   -- of the rest spill some shapes), else 64.
   local n = (Hp <= 128 or Hp % 128 == 0) and 128 or 64
@@ -493,7 +499,7 @@ local function wgmma(spec, params_floats, tune)
   end
   return variant(spec, params_floats, "wgmma", "wgmma.cut",
                  {threads = 128 * WG_GROUPS, rows = WG_ROWS * WG_GROUPS, blocks = 1,
-                  shared = 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp)}, {
+                  shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = WG_GROUPS, n_chunk = n,
   })
 end
@@ -641,9 +647,10 @@ return function(spec)
     local from = x3 and (tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1)
     -- Where the matrix-unit kernel owns 32 samples or more per block, it
     -- takes over from the gemm variant once it fills the GPU (measured on
-    -- an H200 at B=65536: 34 TFLOP/s against the gemm variant's 29-32 at
-    -- D=128 and 512, H=512; with 16 samples per block, D=1024, H=1024, 24
-    -- against 37).
+    -- an H200 at B=65536, kernels of 4fc4ac6: 34 TFLOP/s against the gemm
+    -- variant's 29-32 at D=128 and 512, H=512; with 16 samples per block,
+    -- D=1024, H=1024, 24 against 37; at 9ff18a7 the mma kernel ran 40-42
+    -- there, the gemm variant 35-39 at B=4096).
     local resume = wide and x3 and x3.rows_per_block >= 32 and math.max(from, stop + 1) or nil
     if x3 and not resume then
       -- at or below the tiled kernels' start, no 32-row one
