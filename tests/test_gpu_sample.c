@@ -428,6 +428,22 @@ static const char wgmma_probe[] =
     "      d[(16 * warp + g + 8 * (q / 2)) * 64 + 8 * i + 2 * t + q % 2] = acc[4 * i + q];\n"
     "}\n";
 
+/* Skips the test unless GPU 0 is an sm_90 (the wgmma variant's target). */
+static void skip_unless_sm90(void) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdevice dev;
+  int major = 0, minor = 0;
+  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                   CUDA_SUCCESS);
+  assert_int_equal(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                   CUDA_SUCCESS);
+  if (major != 9 || minor != 0) {
+    print_message("# not an sm_90 GPU: skipped\n");
+    skip();
+  }
+}
+
 /* x rounded to bf16 (to nearest even), back as a float. */
 static float round_bf16(float x) {
   uint32_t u;
@@ -440,16 +456,10 @@ static float round_bf16(float x) {
 static void test_wgmma_layout_probe(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
+  skip_unless_sm90();
   const fg_cuda_api *cu = fg_cuda(NULL);
   CUdevice dev;
-  int major = 0;
   assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                   CUDA_SUCCESS);
-  if (major != 9) {
-    print_message("# not an sm_90 GPU: skipped\n");
-    skip();
-  }
   flowgen_spec spec = make_spec(64, 256, 2);
   spec.precision = FLOWGEN_PRECISION_BF16;
   flowgen_error err;
@@ -524,6 +534,7 @@ static void test_wgmma_layout_probe(void **state) {
 static void test_wgmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
+  skip_unless_sm90();
   setenv("FLOWGEN_TUNE", "wgmma=1", 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
@@ -545,13 +556,7 @@ static void test_wgmma_strategy(void **state) {
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
-    if (strcmp(v->strategy, "wgmma") != 0) {
-      flowrt_sampler_destroy(s);
-      flowrt_weights_free(w);
-      flowrt_close(rt);
-      print_message("# no wgmma variant (the GPU is not sm_90): skipped\n");
-      skip();
-    }
+    assert_string_equal(v->strategy, "wgmma");
     const int64_t first = v->min_batch, batches[] = {first, first + 64, first + 65, 1000, 5003};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
       assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, "wgmma");
