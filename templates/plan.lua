@@ -671,6 +671,7 @@ return function(spec)
     mma_kind = mma_kind,
     mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
+    wgmma_pad = wg and {wgmma_shape(spec)} or nil,  -- {D, H rounded up to 16, shared bytes}
     variants = variants,
   }
 end
