@@ -33,12 +33,14 @@
 #   check     after kernel changes: every GPU test (as tests), then the
 #             points they move: D=64, H=256 in fp32, tf32 and bf16 at
 #             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
-#   wgmma     the opt-in wgmma variant (FLOWGEN_TUNE=wgmma=1): its GPU test,
-#             bf16 and fp16 at the default shape beside the mma kernel,
+#   wgmma     the wgmma variant (bf16, fp16 on sm_90a): its GPU tests, bf16
+#             and fp16 at the default shape beside the mma kernel
+#             (FLOWGEN_TUNE=wgmma=0) and with 64 outputs a wgmma,
 #             compute-sanitizer over it
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
-# SWEEP_NAME names the sweep's files (default sweep); FLOWGEN_NO_TORCH=1
+# SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
+# options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
 #             gemm, gemm-tune and wgmma (sanitize and sweep cover the gemm
@@ -85,8 +87,9 @@ for what in "$@"; do
     shapes=${SWEEP_SHAPES:-$shapes;512,512,32;512,2048,32;1024,1024,32;1024,4096,32}
     batches=${SWEEP_BATCHES:-1,64,4096,65536}
     name=${SWEEP_NAME:-sweep}
-    build/bench --no-startup --shapes "$shapes" --batches $batches --json "$out/$name.json" \
-      > "$out/$name.txt" || status=1
+    # shellcheck disable=SC2086 # SWEEP_ARGS: extra bench options, split
+    build/bench --no-startup ${SWEEP_ARGS:-} --shapes "$shapes" --batches $batches \
+      --json "$out/$name.json" > "$out/$name.txt" || status=1
     if have_torch; then
       python3 bench/pytorch_baseline.py --shapes "$shapes" --batches $batches \
         --json "$out/$name-pytorch.json" > "$out/$name-pytorch.txt" || status=1
@@ -189,13 +192,13 @@ for what in "$@"; do
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_wgmma_*' timeout 200 \
       build/tests/test_gpu_sample > "$out/wgmma-tests.log" 2>&1 || status=1
     grep -E '^# |FAILED|PASSED' "$out/wgmma-tests.log"
-    for t in "" wgmma=1 wgmma=1,wgn=64; do
+    for t in wgmma=0 "" wgn=64; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
-      FLOWGEN_TUNE=wgmma=1 sanitizer wgmma $tool --light --only wgmma
+      sanitizer wgmma $tool --light --only wgmma
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

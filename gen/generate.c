@@ -36,6 +36,8 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
   lua_setfield(L, -2, "precision");
   lua_pushinteger(L, spec->arch);
   lua_setfield(L, -2, "arch");
+  lua_pushboolean(L, spec->arch_specific);
+  lua_setfield(L, -2, "arch_specific");
   lua_pushstring(L, symbol);
   lua_setfield(L, -2, "symbol");
   lua_pushboolean(L, spec->name[0] != '\0');
@@ -253,7 +255,7 @@ char *flowgen_kernel_describe(const flowgen_kernel *k) {
   for (int i = 0; i < k->variant_count; ++i)
     json_array_append_new(variants, variant_json(&k->variants[i]));
   char arch[16];
-  snprintf(arch, sizeof arch, "sm_%d", k->spec.arch);
+  flowgen_spec_arch_name(&k->spec, arch, sizeof arch);
   json_t *root = json_pack(
       "{s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:o, s:I}", "generator",
       "flowgen " FLOWGEN_VERSION, "name", symbol, "dim", k->spec.dim,

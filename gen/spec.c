@@ -90,19 +90,37 @@ static flowgen_status set_choice(int *field, const char *flag,
                  flag, value, accepted);
 }
 
-static flowgen_status set_arch(int *field, const char *value,
+/* sm_XY, or sm_90a (the arch-specific target: sm_90 with wgmma). */
+static flowgen_status set_arch(flowgen_spec *spec, const char *value,
                                flowgen_error *err) {
   long long v = 0;
-  if (strncmp(value, "sm_", 3) != 0 ||
-      fg_parse_int(value + 3, 0, 1000, &v) != FG_PARSE_OK)
+  char digits[8];
+  size_t n = strncmp(value, "sm_", 3) == 0 ? strlen(value + 3) : 0;
+  bool specific = n > 1 && value[3 + n - 1] == 'a';
+  if (specific) --n;
+  if (n == 0 || n >= sizeof digits)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "--arch: '%s' is not of the form sm_XY (e.g. sm_90)", value);
+  memcpy(digits, value + 3, n);
+  digits[n] = '\0';
+  if (fg_parse_int(digits, 0, 1000, &v) != FG_PARSE_OK)
     return fg_fail(err, FLOWGEN_INVALID,
                    "--arch: '%s' is not of the form sm_XY (e.g. sm_90)", value);
   if (v < FLOWGEN_ARCH_MIN)
     return fg_fail(err, FLOWGEN_INVALID,
                    "--arch: %s is not supported (sm_%d or newer)", value,
                    FLOWGEN_ARCH_MIN);
-  *field = (int)v;
+  if (specific && v != 90)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "--arch: %s is not supported (the one arch-specific target "
+                   "is sm_90a)", value);
+  spec->arch = (int)v;
+  spec->arch_specific = specific;
   return FLOWGEN_OK;
+}
+
+void flowgen_spec_arch_name(const flowgen_spec *spec, char *buf, size_t size) {
+  snprintf(buf, size, "sm_%d%s", spec->arch, spec->arch_specific ? "a" : "");
 }
 
 static bool is_cxx_keyword(const char *name) {
@@ -182,7 +200,7 @@ flowgen_status flowgen_spec_set(flowgen_spec *spec, const char *field,
   if (strcmp(field, "precision") == 0)
     return set_choice((int *)&spec->precision, field, value, precision_names,
                       COUNT(precision_names), err);
-  if (strcmp(field, "arch") == 0) return set_arch(&spec->arch, value, err);
+  if (strcmp(field, "arch") == 0) return set_arch(spec, value, err);
   if (strcmp(field, "name") == 0) return set_name(spec->name, value, err);
   return fg_fail(err, FLOWGEN_INVALID, "unknown spec field '%s'", field);
 }
@@ -214,6 +232,10 @@ flowgen_status flowgen_spec_validate(const flowgen_spec *spec,
     return fg_fail(err, FLOWGEN_INVALID,
                    "arch: sm_%d is not supported (sm_%d or newer)", spec->arch,
                    FLOWGEN_ARCH_MIN);
+  if (spec->arch_specific && spec->arch != 90)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "arch: sm_%da is not supported (the one arch-specific target "
+                   "is sm_90a)", spec->arch);
   if (memchr(spec->name, '\0', sizeof spec->name) == NULL)
     return fg_fail(err, FLOWGEN_INVALID, "name: not NUL-terminated");
   if (spec->name[0] && !valid_name(spec->name))

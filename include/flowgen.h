@@ -102,6 +102,9 @@ typedef struct flowgen_spec {
   flowgen_solver solver;         /* integration scheme */
   flowgen_precision precision;   /* arithmetic of the products */
   int arch;                      /* target compute capability, 90 = sm_90 */
+  bool arch_specific;            /* its arch-specific target (sm_90a, only
+                                    sm_90): wgmma; the runtime resolves arch
+                                    and this from the device */
   char name[FLOWGEN_NAME_MAX];   /* symbol prefix; "" = derived from the shape */
 } flowgen_spec;
 
@@ -120,6 +123,9 @@ flowgen_status flowgen_spec_validate(const flowgen_spec *spec,
 
 /* The hidden width in effect (resolves 0 to 4 * dim). */
 int flowgen_spec_hidden(const flowgen_spec *spec);
+
+/* The target's name as --arch takes it: "sm_90", "sm_90a". */
+void flowgen_spec_arch_name(const flowgen_spec *spec, char *buf, size_t size);
 
 /* The kernel symbol prefix in effect, e.g. "flow_d64_h256_s32_fp32". */
 void flowgen_spec_symbol(const flowgen_spec *spec, char *buf, size_t size);

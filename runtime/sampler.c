@@ -182,10 +182,17 @@ void flowrt_close(flowrt_runtime *rt) {
 
 /* ---- modules ---------------------------------------------------------------- */
 
+/* NVRTC builds sm_90 as sm_90a (flowrt_compile), so the source may use its
+ * features (the wgmma variant). */
+static void resolve_arch_specific(flowgen_spec *spec) {
+  spec->arch_specific = spec->arch == 90;
+}
+
 static bool same_spec(const flowgen_spec *a, const flowgen_spec *b) {
   return a->dim == b->dim && flowgen_spec_hidden(a) == flowgen_spec_hidden(b) &&
          a->steps == b->steps && a->solver == b->solver &&
          a->precision == b->precision && a->arch == b->arch &&
+         a->arch_specific == b->arch_specific &&
          strcmp(a->name, b->name) == 0;
 }
 
@@ -345,6 +352,7 @@ flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
   s->dim = spec->dim;
   flowgen_spec resolved = *spec;
   resolved.arch = rt->compile_arch;
+  resolve_arch_specific(&resolved);
 
   pthread_mutex_lock(&rt->lock);
   st = push_ctx(rt, err);
@@ -483,6 +491,9 @@ flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
   if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;
   flowgen_kernel *k = NULL;
   flowgen_options gen_opts = {.template_dir = template_dir};
+  flowgen_spec resolved = *spec;  /* as a sampler of this arch resolves it */
+  resolve_arch_specific(&resolved);
+  spec = &resolved;
   if ((st = flowgen_generate(spec, &gen_opts, &k, err))) return st;
   const char *src = flowgen_kernel_source(k);
   size_t size = flowgen_kernel_source_size(k);

@@ -689,16 +689,20 @@ static void test_gemm_plan(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
 }
 
-/* The wgmma variant: only on request (tune wgmma=1), for bf16 and fp16 with
- * the Euler solver on sm_90, where D and H (rounded up to 16) are at most
- * 256 and the weights fit in shared memory; it replaces the 64-row mma
- * kernel and reads its own copies of the weights. */
+/* The wgmma variant: for bf16 and fp16 with the Euler solver on sm_90a (the
+ * arch-specific target: not plain sm_90, whose nvcc builds have no wgmma),
+ * where D (rounded up to 16) is at most 160, H at most 256 and the weights
+ * fit in shared memory; it replaces the 64-row mma kernel and reads its own
+ * copies of the weights.  tune wgmma=0 leaves it out. */
 static void test_wgmma_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   assert_false(has_strategy(&spec, NULL, "wgmma"));
-  flowgen_options opts = {.tune = "wgmma=1"};
+  assert_int_equal(flowgen_spec_set(&spec, "arch", "sm_90a", NULL), FLOWGEN_OK);
+  assert_true(spec.arch_specific);
+  assert_false(has_strategy(&spec, "wgmma=0", "wgmma"));
+  flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
   const flowgen_variant *v = find_strategy(k, "wgmma");
   assert_non_null(v);
@@ -721,7 +725,7 @@ static void test_wgmma_plan(void **state) {
    * wgmma of 64 and one of 16 (128 does not split 208 evenly) */
   spec = fg_test_spec(17, 200, 4, 90);
   spec.precision = FLOWGEN_PRECISION_FP16;
-  opts.tune = "wgmma=1";
+  spec.arch_specific = true;
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
@@ -750,11 +754,13 @@ static void test_wgmma_plan(void **state) {
     spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
     spec.precision = none[i].precision;
     spec.solver = none[i].solver;
-    assert_false(has_strategy(&spec, "wgmma=1", "wgmma"));
+    spec.arch_specific = none[i].arch == 90;
+    assert_false(has_strategy(&spec, NULL, "wgmma"));
   }
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  expect_tune_refused(&spec, "wgmma=1,wgn=96");
+  spec.arch_specific = true;
+  expect_tune_refused(&spec, "wgn=96");
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none

@@ -464,9 +464,9 @@ static void test_wgmma_layout_probe(void **state) {
   spec.precision = FLOWGEN_PRECISION_BF16;
   flowgen_error err;
   assert_int_equal(flowgen_spec_set(&spec, "name", "probe", &err), FLOWGEN_OK);
-  flowgen_options opts = {.tune = "wgmma=1"};
+  assert_int_equal(flowgen_spec_set(&spec, "arch", "sm_90a", &err), FLOWGEN_OK);
   flowgen_kernel *k = NULL;
-  if (flowgen_generate(&spec, &opts, &k, &err)) fail_msg("%s", err.message);
+  if (flowgen_generate(&spec, NULL, &k, &err)) fail_msg("%s", err.message);
   size_t n = flowgen_kernel_source_size(k);
   char *source = malloc(n + sizeof wgmma_probe);
   memcpy(source, flowgen_kernel_source(k), n);
@@ -526,22 +526,20 @@ static void test_wgmma_layout_probe(void **state) {
   printf("# wgmma probe: largest error %.2e of the sum of |products|\n", worst);
 }
 
-/* The wgmma variant (opt-in, FLOWGEN_TUNE=wgmma=1: bf16 and fp16, Euler,
- * sm_90) against the reference at its tolerance: its first batch, a last
+/* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
+ * for sm_90a) against the reference at its tolerance: its first batch, a last
  * block with one warpgroup idle (first + 64), a warpgroup with one sample
- * (first + 65), batches of no multiple of 64, shapes whose D and H are no
- * multiple of 16. */
+ * (first + 65), larger batches of no multiple of 64, shapes whose D and H
+ * are no multiple of 16.  Every batch is at least the variant's first, so
+ * the kernel picked is the wgmma one. */
 static void test_wgmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   skip_unless_sm90();
-  setenv("FLOWGEN_TUNE", "wgmma=1", 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
   flowrt_options opts = {.disk_cache = 0};
-  flowgen_status st = flowrt_open(&opts, &rt, &err);
-  unsetenv("FLOWGEN_TUNE");
-  if (st) fail_msg("flowrt_open: %s", err.message);
+  if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
   static const struct {
     int dim, hidden, steps;
     flowgen_precision precision;
@@ -557,7 +555,8 @@ static void test_wgmma_strategy(void **state) {
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
     assert_string_equal(v->strategy, "wgmma");
-    const int64_t first = v->min_batch, batches[] = {first, first + 64, first + 65, 1000, 5003};
+    const int64_t first = v->min_batch, batches[] = {first, first + 64, first + 65, first + 1000,
+                                                       2 * first + 3};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
       assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, "wgmma");
       double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);

@@ -310,13 +310,10 @@ static void test_tuned_variants_compile(void **state) {
   }
 }
 
-/* Issue: every shape in range compiles.  Two shapes drawn afresh on each
- * run (log-uniform over the whole range, a random solver); the seed is
- * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
-/* The wgmma variant (opt-in: tune wgmma=1) compiles for sm_90a without
- * warnings (ptxas reports wgmma it must serialize) or spills: 128 and 64
- * outputs a wgmma and a last one of the rest, D and H of no multiple of 16,
- * the largest D. */
+/* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
+ * without warnings (ptxas reports wgmma it must serialize) or spills: 128
+ * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
+ * of 16, the largest D. */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -326,20 +323,30 @@ static void test_wgmma_compiles(void **state) {
     flowgen_precision precision;
     const char *tune;
   } cases[] = {
-      {64, 256, FLOWGEN_PRECISION_BF16, "wgmma=1"},
-      {64, 256, FLOWGEN_PRECISION_FP16, "wgmma=1,wgn=64"},
-      {17, 200, FLOWGEN_PRECISION_FP16, "wgmma=1"},
-      {3, 100, FLOWGEN_PRECISION_BF16, "wgmma=1"},
-      {80, 240, FLOWGEN_PRECISION_BF16, "wgmma=1"},
-      {160, 200, FLOWGEN_PRECISION_FP16, "wgmma=1"},
+      {64, 256, FLOWGEN_PRECISION_BF16, NULL},
+      {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64"},
+      {17, 200, FLOWGEN_PRECISION_FP16, NULL},
+      {3, 100, FLOWGEN_PRECISION_BF16, NULL},
+      {80, 240, FLOWGEN_PRECISION_BF16, NULL},
+      {160, 200, FLOWGEN_PRECISION_FP16, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
     spec.precision = cases[i].precision;
+    spec.arch_specific = true;
+    flowgen_options opts = {.tune = cases[i].tune};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+    assert_string_equal(last->strategy, "wgmma");
+    flowgen_kernel_free(k);
     compile_clean_tuned(&spec, cases[i].tune);
   }
 }
 
+/* Issue: every shape in range compiles.  Two shapes drawn afresh on each
+ * run (log-uniform over the whole range, a random solver); the seed is
+ * printed so that a failure can be replayed with FLOWGEN_TEST_SEED. */
 static void test_random_shapes_compile(void **state) {
   (void)state;
   skip_without_nvrtc();

@@ -24,7 +24,8 @@ static void assert_clean_message(const flowgen_error *err) {
 static bool spec_equal(const flowgen_spec *a, const flowgen_spec *b) {
   return a->dim == b->dim && a->hidden == b->hidden && a->steps == b->steps &&
          a->solver == b->solver && a->precision == b->precision &&
-         a->arch == b->arch && strcmp(a->name, b->name) == 0;
+         a->arch == b->arch && a->arch_specific == b->arch_specific &&
+         strcmp(a->name, b->name) == 0;
 }
 
 /* ---- defaults ----------------------------------------------------------- */
@@ -132,6 +133,14 @@ static const set_case set_cases[] = {
     {"arch", "sm_75", FLOWGEN_OK, NULL, 75},
     {"arch", "sm_80", FLOWGEN_OK, NULL, 80},
     {"arch", "sm_120", FLOWGEN_OK, NULL, 120},
+    /* and sm_90a, the one arch-specific target (wgmma) */
+    {"arch", "sm_90a", FLOWGEN_OK, NULL, 90},
+    {"arch", "sm_80a", FLOWGEN_INVALID, "--arch: sm_80a is not supported (the one arch-specific target is sm_90a)", 0},
+    {"arch", "sm_100a", FLOWGEN_INVALID, "the one arch-specific target is sm_90a", 0},
+    {"arch", "sm_a", FLOWGEN_INVALID, "--arch: 'sm_a' is not of the form", 0},
+    {"arch", "sm_90aa", FLOWGEN_INVALID, "is not of the form", 0},
+    {"arch", "sm_9a0", FLOWGEN_INVALID, "is not of the form", 0},
+    {"arch", "sm_90A", FLOWGEN_INVALID, "is not of the form", 0},
     {"arch", "90", FLOWGEN_INVALID, "--arch: '90' is not of the form sm_XY", 0},
     {"arch", "sm_", FLOWGEN_INVALID, "--arch: 'sm_' is not of the form", 0},
     {"arch", "sm_9x", FLOWGEN_INVALID, "--arch: 'sm_9x' is not of the form", 0},
@@ -183,6 +192,9 @@ static void test_set_table(void **state) {
       if (*field != c->expect)
         fail_msg("set %s '%s': got %d, expected %d", c->field, c->value,
                  *field, c->expect);
+      if (strcmp(c->field, "arch") == 0 &&
+          spec.arch_specific != (strchr(c->value, 'a') != NULL))
+        fail_msg("set arch '%s': arch_specific %d", c->value, spec.arch_specific);
       assert_int_equal(flowgen_spec_validate(&spec, NULL), FLOWGEN_OK);
     } else {
       assert_int_equal(err.status, c->status);
@@ -304,6 +316,8 @@ static void arch_70(flowgen_spec *s) { s->arch = 70; }
 static void arch_75(flowgen_spec *s) { s->arch = 75; }
 static void arch_0(flowgen_spec *s) { s->arch = 0; }
 static void arch_huge(flowgen_spec *s) { s->arch = 100000; }
+static void arch_90a(flowgen_spec *s) { s->arch_specific = true; }
+static void arch_80a(flowgen_spec *s) { s->arch = 80; s->arch_specific = true; }
 static void name_digit(flowgen_spec *s) { strcpy(s->name, "9lives"); }
 static void name_dash(flowgen_spec *s) { strcpy(s->name, "a-b"); }
 static void name_unterminated(flowgen_spec *s) {
@@ -330,6 +344,8 @@ static const validate_case validate_cases[] = {
     {"arch 75", arch_75, FLOWGEN_OK, NULL},
     {"arch 0", arch_0, FLOWGEN_INVALID, "arch"},
     {"arch 100000", arch_huge, FLOWGEN_INVALID, "arch"},
+    {"arch 90a", arch_90a, FLOWGEN_OK, NULL},
+    {"arch 80a", arch_80a, FLOWGEN_INVALID, "arch: sm_80a is not supported (the one arch-specific target is sm_90a)"},
     {"name 9lives", name_digit, FLOWGEN_INVALID, "name: '9lives' is not a C identifier"},
     {"name a-b", name_dash, FLOWGEN_INVALID, "name: 'a-b'"},
     {"name unterminated", name_unterminated, FLOWGEN_INVALID, "name: not NUL-terminated"},
