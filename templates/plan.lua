@@ -491,7 +491,9 @@ local function wgmma_ok(spec, tune)
   return Dp <= 160 and Hp <= 256 and shared <= shared_limit(spec.arch)
 end
 
-local function wgmma(spec, params_floats, tune)
+-- groups: warpgroups a block (2; 1 for the one-warpgroup variant
+-- "wgmma64", whose blocks spread a batch of up to 64 x SMs over every SM).
+local function wgmma(spec, params_floats, tune, groups)
   local Dp, Hp, shared = wgmma_shape(spec)
   -- 128 outputs a wgmma where they split H evenly (a wgmma of 128 and one
   -- of the rest spill some shapes), else 64.
@@ -500,10 +502,10 @@ local function wgmma(spec, params_floats, tune)
     n = tune_number("wgn", tune.wgn)
     if n ~= 64 and n ~= 128 then refuse(string.format("tune: wgn=%d is not one of 64, 128", n)) end
   end
-  return variant(spec, params_floats, "wgmma", "wgmma.cut",
-                 {threads = 128 * WG_GROUPS, rows = WG_ROWS * WG_GROUPS, blocks = 1,
-                  shared = shared}, {
-    dim_pad = Dp, hidden_pad = Hp, groups = WG_GROUPS, n_chunk = n,
+  return variant(spec, params_floats, groups == WG_GROUPS and "wgmma" or "wgmma" .. WG_ROWS * groups,
+                 "wgmma.cut", {threads = 128 * groups, rows = WG_ROWS * groups, blocks = 1,
+                               shared = shared}, {
+    dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
   })
 end
 
@@ -621,8 +623,18 @@ return function(spec)
     -- that fills the GPU once, then up to 64.
     local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
         mma(spec, params_floats, mma_kind, 64, "", tune)
-    if few.rows_per_block < many.rows_per_block then add(few, few.rows_per_block * SMS) end
-    add(wg and wgmma(spec, params_floats, tune) or many)
+    -- tune wg1=N: the one-warpgroup wgmma variant from batch N (at most
+    -- mma16's last + 1) up to 64 x SMs, in place of mma16 from there; not
+    -- yet measured, so not planned by default.
+    local one = wg and tune.wg1 and tune_number("wg1", tune.wg1)
+    local few_last = few.rows_per_block * SMS
+    if one and (one < first or one > few_last + 1) then
+      refuse(string.format("tune: wg1=%d is not within %d to %d", one, first, few_last + 1))
+    end
+    if one then few_last = one - 1 end
+    if few.rows_per_block < many.rows_per_block and few_last >= first then add(few, few_last) end
+    if one then add(wgmma(spec, params_floats, tune, 1), WG_ROWS * SMS) end
+    add(wg and wgmma(spec, params_floats, tune, WG_GROUPS) or many)
   else
     -- fp32 (and the other precisions where the matrix-unit kernel does not
     -- fit): the tiled FMA kernel, with 8 samples per block while that

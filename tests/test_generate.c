@@ -761,6 +761,28 @@ static void test_wgmma_plan(void **state) {
   spec.precision = FLOWGEN_PRECISION_BF16;
   spec.arch_specific = true;
   expect_tune_refused(&spec, "wgn=96");
+
+  /* tune wg1=N: one warpgroup (64 samples) a block from N up to 64 x 132,
+   * mma16 before it where N leaves it a range; N from the cluster
+   * kernel's last + 1 (73) to mma16's last + 1 (2113) */
+  opts.tune = "wg1=73";
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "wgmma64");
+  assert_non_null(v);
+  assert_null(find_strategy(k, "mma16"));
+  assert_int_equal(v->min_batch, 73);
+  assert_int_equal(v->max_batch, 64 * 132);
+  assert_int_equal(v->block_threads, 128);
+  assert_int_equal(v->rows_per_block, 64);
+  assert_int_equal(find_strategy(k, "wgmma")->min_batch, 64 * 132 + 1);
+  flowgen_kernel_free(k);
+  opts.tune = "wg1=1000";
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "mma16")->max_batch, 999);
+  assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 1000);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "wg1=72");
+  expect_tune_refused(&spec, "wg1=2114");
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none

@@ -530,16 +530,17 @@ static void test_wgmma_layout_probe(void **state) {
  * for sm_90a) against the reference at its tolerance: its first batch, a last
  * block with one warpgroup idle (first + 64), a warpgroup with one sample
  * (first + 65), larger batches of no multiple of 64, shapes whose D and H
- * are no multiple of 16.  Every batch is at least the variant's first, so
- * the kernel picked is the wgmma one. */
-static void test_wgmma_strategy(void **state) {
-  FG_SKIP_WITHOUT_GPU();
-  (void)state;
-  skip_unless_sm90();
+ * are no multiple of 16.  Every batch is within the variant's range, so
+ * the kernel picked is the wgmma one.  The same for the one-warpgroup
+ * variant (FLOWGEN_TUNE=wg1=73: wgmma64 from B=73 to its last, 8448). */
+static void check_wgmma_variant(const char *tune, const char *strategy) {
+  if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
   flowrt_options opts = {.disk_cache = 0};
-  if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
+  flowgen_status st = flowrt_open(&opts, &rt, &err);
+  if (tune) unsetenv("FLOWGEN_TUNE");
+  if (st) fail_msg("flowrt_open: %s", err.message);
   static const struct {
     int dim, hidden, steps;
     flowgen_precision precision;
@@ -553,21 +554,32 @@ static void test_wgmma_strategy(void **state) {
     flowrt_sampler *s = NULL;
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
-    const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
-    assert_string_equal(v->strategy, "wgmma");
-    const int64_t first = v->min_batch, batches[] = {first, first + 64, first + 65, first + 1000,
-                                                       2 * first + 3};
+    const flowgen_variant *v = NULL;
+    for (int j = 0; j < flowgen_kernel_variant_count(k); ++j)
+      if (strcmp(flowgen_kernel_variant(k, j)->strategy, strategy) == 0) v = flowgen_kernel_variant(k, j);
+    if (!v) fail_msg("D=%d H=%d: no %s variant", spec.dim, spec.hidden, strategy);
+    const int64_t first = v->min_batch,
+                  batches[] = {first, first + 64, first + 65, first + 1000,
+                               v->max_batch >= 0 ? v->max_batch : 2 * first + 3};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
-      assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, "wgmma");
+      assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, strategy);
       double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
-      printf("# %s D=%d H=%d B=%lld wgmma relerr=%.3e\n", flowgen_precision_name(spec.precision),
-             spec.dim, spec.hidden, (long long)batches[b], e);
+      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_precision_name(spec.precision),
+             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
       assert_true(e <= 1e-2);
     }
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
   }
   flowrt_close(rt);
+}
+
+static void test_wgmma_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  check_wgmma_variant(NULL, "wgmma");
+  check_wgmma_variant("wg1=73", "wgmma64");
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

@@ -313,7 +313,7 @@ static void test_tuned_variants_compile(void **state) {
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
  * without warnings (ptxas reports wgmma it must serialize) or spills: 128
  * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
- * of 16, the largest D. */
+ * of 16, the largest D, one warpgroup a block (wg1). */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -325,6 +325,7 @@ static void test_wgmma_compiles(void **state) {
   } cases[] = {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL},
       {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64"},
+      {64, 256, FLOWGEN_PRECISION_BF16, "wg1=73"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL},
       {3, 100, FLOWGEN_PRECISION_BF16, NULL},
       {80, 240, FLOWGEN_PRECISION_BF16, NULL},
