@@ -1,6 +1,6 @@
 /* Fuzzes template rendering: a spec and options derived from the input
  * (D 1..1024, H 1..4096, S 1..10000 but mostly up to 64, a solver, a
- * precision, arch from the supported GPUs, sometimes a custom name, --tune
+ * precision, arch from the supported GPUs (sm_90 or sm_90a), sometimes a custom name, --tune
  * overrides and the host launcher) go to flowgen_generate.  Invariants: the shape renders or the
  * planner refuses it (no template error, no limit hit); the source is
  * non-empty text holding every symbol; a second generation gives the same
@@ -71,6 +71,8 @@ static void derive_shape(fuzz_input *in, flowgen_spec *spec) {
   uint8_t arch = fuzz_byte(in);
   spec->arch = arch < 250 ? archs[arch % COUNT(archs)]
                           : fuzz_int(in, FLOWGEN_ARCH_MIN, 1000);
+  /* sm_90a for half of the sm_90 inputs (a bit arch % 5 does not use) */
+  spec->arch_specific = spec->arch == 90 && arch < 250 && arch / 5 % 2;
   uint8_t precision = fuzz_byte(in);
   if (precision >= 128)
     flowgen_spec_set(spec, "precision", precisions[precision % COUNT(precisions)], NULL);
@@ -276,9 +278,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(s == err.status);
   /* FUZZ_VERBOSE=1 says what an input means (when replaying one). */
   if (getenv("FUZZ_VERBOSE") || (s && s != FLOWGEN_UNSUPPORTED))
-    fprintf(stderr, "D=%d H=%d S=%d %s sm_%d name='%s' host_launcher=%d "
+    fprintf(stderr, "D=%d H=%d S=%d %s sm_%d%s name='%s' host_launcher=%d "
             "tune='%s': %s %s\n", spec.dim, spec.hidden, spec.steps,
-            flowgen_solver_name(spec.solver), spec.arch, spec.name,
+            flowgen_solver_name(spec.solver), spec.arch, spec.arch_specific ? "a" : "", spec.name,
             (int)opts.host_launcher, tune, flowgen_status_name(s),
             err.message);
   if (s != FLOWGEN_OK) {
