@@ -228,25 +228,34 @@ static void test_embed_builds(void **state) {
 /* The host launcher of every kind of variant builds with nvcc: clusters
  * with more than 48 KB of dynamic shared memory (the split tiled kernel),
  * the matrix units (bf16, with 16-bit weight copies), several tiles in
- * flight with a multi-stage solver. */
+ * flight with a multi-stage solver, and the wgmma variant of an sm_90a file
+ * with nvcc -arch=sm_90a. */
 static void test_host_launcher_variants_build(void **state) {
   (void)state;
   if (!have_nvcc() || fg_test_under_valgrind()) skip();
-  static const char *const cases[] = {
-      "--dim 128 --hidden 512 --steps 2",
-      "--dim 64 --steps 2 --precision bf16",
-      "--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tstages=3",
+  static const struct {
+    const char *args, *arch;
+  } cases[] = {
+      {"--dim 128 --hidden 512 --steps 2", "sm_90"},
+      {"--dim 64 --steps 2 --precision bf16", "sm_90"},
+      {"--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tstages=3", "sm_90"},
+      {"--dim 17 --hidden 200 --steps 2 --precision fp16 --arch sm_90a", "sm_90a"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     char cu[PATH_BYTES], obj[PATH_BYTES], command[COMMAND_BYTES];
     format(cu, sizeof cu, "%s/launcher%zu.cu", fx.tmp, i);
     format(obj, sizeof obj, "%s/launcher%zu.o", fx.tmp, i);
     format(command, sizeof command, "'%s' %s --host-launcher -o '%s' && \"${NVCC:-nvcc}\" "
-           "-arch=sm_90 -c '%s' -o '%s'", fx.flowgen, cases[i], cu, cu, obj);
+           "-arch=%s -c '%s' -o '%s'", fx.flowgen, cases[i].args, cu, cases[i].arch, cu, obj);
     char *err = NULL;
-    if (fg_test_run(command, NULL, &err) != 0) fail_msg("%s:\n%s", cases[i], err ? err : "");
+    if (fg_test_run(command, NULL, &err) != 0) fail_msg("%s:\n%s", cases[i].args, err ? err : "");
     free(err);
     assert_true(fg_test_file_exists(obj));
+    /* the wgmma variant is in the sm_90a file only */
+    char *src = fg_test_read_file(cu, NULL);
+    assert_non_null(src);
+    assert_int_equal(strstr(src, "_wgmma(") != NULL, strcmp(cases[i].arch, "sm_90a") == 0);
+    free(src);
   }
 }
 
