@@ -37,7 +37,7 @@
 #             and fp16 at the default shape beside the mma kernel
 #             (FLOWGEN_TUNE=wgmma=0) and with 64 outputs a wgmma, the
 #             one-warpgroup variant (wg1=73) from B=73 to 8448 beside the
-#             plan, compute-sanitizer over both
+#             plan, turns (wgpp=1), compute-sanitizer over each
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
@@ -193,7 +193,7 @@ for what in "$@"; do
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_wgmma_*' timeout 200 \
       build/tests/test_gpu_sample > "$out/wgmma-tests.log" 2>&1 || status=1
     grep -E '^# |FAILED|PASSED' "$out/wgmma-tests.log"
-    for t in wgmma=0 "" wgn=64; do
+    for t in wgmma=0 "" wgn=64 wgpp=1; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
@@ -206,6 +206,7 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do
       sanitizer wgmma $tool --light --only wgmma
       FLOWGEN_TUNE=wg1=73 sanitizer wgmma64 $tool --light --only wgmma64
+      FLOWGEN_TUNE=wgpp=1 sanitizer wgmma-pp $tool --light --only wgmma
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

@@ -506,6 +506,8 @@ local function wgmma(spec, params_floats, tune, groups)
                  "wgmma.cut", {threads = 128 * groups, rows = WG_ROWS * groups, blocks = 1,
                                shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
+    -- tune wgpp=1: the two warpgroups take turns at layer 2 (wgmma.cut)
+    pingpong = groups == 2 and tune.wgpp == "1",
   })
 end
 

@@ -783,6 +783,18 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "wg1=72");
   expect_tune_refused(&spec, "wg1=2114");
+
+  /* tune wgpp=1: the two warpgroups take turns (named barriers 1 and 2);
+   * not in the one-warpgroup variant */
+  opts.tune = "wgpp=1,wg1=73";
+  k = generate(&spec, &opts);
+  assert_contains(flowgen_kernel_source(k), "@p bar.sync %1, %2;");
+  assert_contains(flowgen_kernel_source(k), "turn_pass(group, paired && (group == 0 || k + 1 < kSteps));");
+  flowgen_kernel_free(k);
+  opts.tune = NULL;
+  k = generate(&spec, &opts);
+  assert_null(strstr(flowgen_kernel_source(k), "bar.sync"));
+  flowgen_kernel_free(k);
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none

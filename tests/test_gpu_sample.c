@@ -532,7 +532,9 @@ static void test_wgmma_layout_probe(void **state) {
  * (first + 65), larger batches of no multiple of 64, shapes whose D and H
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
- * variant (FLOWGEN_TUNE=wg1=73: wgmma64 from B=73 to its last, 8448). */
+ * variant (FLOWGEN_TUNE=wg1=73: wgmma64 from B=73 to its last, 8448) and
+ * with the warpgroups taking turns (wgpp=1; first + 64 leaves the last
+ * block's second warpgroup without samples, so no turns there). */
 static void check_wgmma_variant(const char *tune, const char *strategy) {
   if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
@@ -580,6 +582,7 @@ static void test_wgmma_strategy(void **state) {
   skip_unless_sm90();
   check_wgmma_variant(NULL, "wgmma");
   check_wgmma_variant("wg1=73", "wgmma64");
+  check_wgmma_variant("wgpp=1", "wgmma");
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

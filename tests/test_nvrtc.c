@@ -313,7 +313,8 @@ static void test_tuned_variants_compile(void **state) {
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
  * without warnings (ptxas reports wgmma it must serialize) or spills: 128
  * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
- * of 16, the largest D, one warpgroup a block (wg1). */
+ * of 16, the largest D, one warpgroup a block (wg1), warpgroups taking
+ * turns (wgpp). */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -326,6 +327,8 @@ static void test_wgmma_compiles(void **state) {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL},
       {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64"},
       {64, 256, FLOWGEN_PRECISION_BF16, "wg1=73"},
+      {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1"},
+      {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL},
       {3, 100, FLOWGEN_PRECISION_BF16, NULL},
       {80, 240, FLOWGEN_PRECISION_BF16, NULL},
