@@ -1,6 +1,7 @@
 /* Compiling generated source with NVRTC (no GPU needed). */
 #include "cuda_api.h"
 #include "flowrt.h"
+#include "module_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,11 +76,10 @@ flowgen_status flowrt_compile(const char *source, size_t source_size,
                    "sm_%d to sm_%d)",
                    api->version / 1000, api->version % 1000 / 10, arch,
                    api->min_arch, api->max_arch);
-  /* sm_90 as its arch-specific target sm_90a: the same GPUs, plus wgmma
-   * (the wgmma variant needs it). */
-  char arch_opt[64];
+  char arch_opt[64];  /* sm_90 as sm_90a (the wgmma variant needs it) */
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d%s",
-           target == FLOWRT_TARGET_PTX ? "compute" : "sm", arch, arch == 90 ? "a" : "");
+           target == FLOWRT_TARGET_PTX ? "compute" : "sm", arch,
+           fg_arch_specific(arch) ? "a" : "");
   const char *opts[] = {arch_opt, "--std=c++17", "--ptxas-options=-v"};
   int nopts = verbose ? 3 : 2;
 

@@ -5,6 +5,10 @@
 #include "flowrt.h"
 #include "internal.h"
 
+/* Whether NVRTC builds arch for its arch-specific target (sm_90 as sm_90a:
+ * the same GPUs, plus wgmma), so that the source may use its features. */
+static inline bool fg_arch_specific(int arch) { return arch == 90; }
+
 /* The options every compile uses (part of the key). */
 #define FG_COMPILE_OPTIONS "--std=c++17"
 

@@ -182,10 +182,9 @@ void flowrt_close(flowrt_runtime *rt) {
 
 /* ---- modules ---------------------------------------------------------------- */
 
-/* NVRTC builds sm_90 as sm_90a (flowrt_compile), so the source may use its
- * features (the wgmma variant). */
+/* As flowrt_compile builds it (sm_90 as sm_90a: the wgmma variant). */
 static void resolve_arch_specific(flowgen_spec *spec) {
-  spec->arch_specific = spec->arch == 90;
+  spec->arch_specific = fg_arch_specific(spec->arch);
 }
 
 static bool same_spec(const flowgen_spec *a, const flowgen_spec *b) {

@@ -53,6 +53,7 @@ local function mma_weights(kind, D, H)
   return mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"}
 end
 
+-- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil.
 local function params_layout(D, H, mma_kind, scratch_floats, wg)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
@@ -74,8 +75,8 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg)
   if wg then
     -- The warpgroup kernel's copies, one after another (copied into shared
     -- memory as one block): see wgmma.cut.
-    local Dp, Hp = round_up(D, 16), round_up(H, 16)
-    local what = wg .. " copy of W%d for wgmma: %d outputs x %d inputs, 8 x 8 core matrices"
+    local kind, Dp, Hp = wg[1], wg[2], wg[3]
+    local what = kind .. " copy of W%d for wgmma: %d outputs x %d inputs, 8 x 8 core matrices"
     segments[#segments + 1] = {"w1g", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
     segments[#segments + 1] = {"w2g", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
     segments[#segments + 1] = {"w3g", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
@@ -472,7 +473,7 @@ end
 -- steps, state and activations in registers.  In place of the 64-row mma
 -- kernel (measured on an H200 at D=64, H=256, B=65536, bf16: 657 us against
 -- 3371).  tune wgmma=0: never; wgn: outputs per wgmma (64 or 128; default
--- 128 where they split H evenly, 11% faster there than 64).
+-- 128 where they split H evenly, 11-12% faster there than 64).
 local WG_ROWS, WG_GROUPS = 64, 2
 -- D and H rounded up to 16, and the block's shared memory: the three
 -- 16-bit weight copies, then fp32 b1, W1's t column, b2, b3.
@@ -506,7 +507,7 @@ local function wgmma(spec, params_floats, tune, groups)
                  "wgmma.cut", {threads = 128 * groups, rows = WG_ROWS * groups, blocks = 1,
                                shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
-    -- tune wgpp=1: the two warpgroups take turns at layer 2 (wgmma.cut)
+    -- tune wgpp=1: the two warpgroups take turns at layers 2 and 3 (wgmma.cut)
     pingpong = groups == 2 and tune.wgpp == "1",
   })
 end
@@ -553,8 +554,10 @@ return function(spec)
                                                     round_up(spec.hidden, 4), true))
   end
   local wg = wgmma_ok(spec, tune) and spec.precision or nil
+  local wg_pad = wg and {wgmma_shape(spec)} or nil  -- {D, H rounded up to 16, shared bytes}
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
-                                                scratch > 0 and SCRATCH_DATA + scratch, wg)
+                                                scratch > 0 and SCRATCH_DATA + scratch,
+                                                wg and {wg, wg_pad[1], wg_pad[2]})
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -688,7 +691,7 @@ return function(spec)
     mma_kind = mma_kind,
     mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
-    wgmma_pad = wg and {wgmma_shape(spec)} or nil,  -- {D, H rounded up to 16, shared bytes}
+    wgmma_pad = wg_pad,
     variants = variants,
   }
 end
