@@ -33,11 +33,11 @@
 #   check     after kernel changes: every GPU test (as tests), then the
 #             points they move: D=64, H=256 in fp32, tf32 and bf16 at
 #             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
-#   wgmma     the wgmma variant (bf16, fp16 on sm_90a): its GPU tests, bf16
+#   wgmma     the wgmma variants (bf16, fp16 on sm_90a): their GPU tests, bf16
 #             and fp16 at the default shape beside the mma kernel
-#             (FLOWGEN_TUNE=wgmma=0) and with 64 outputs a wgmma, the
-#             one-warpgroup variant (wg1=73) from B=73 to 8448 beside the
-#             plan, turns (wgpp=1), compute-sanitizer over each
+#             (FLOWGEN_TUNE=wgmma=0), with 64 outputs a wgmma and with turns
+#             (wgpp=1), the one-warpgroup variant from B=73 to 8448 beside
+#             mma16 (wg1=0), compute-sanitizer over each
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
@@ -198,14 +198,13 @@ for what in "$@"; do
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
     done
-    for t in "" wg1=73; do  # the one-warpgroup variant where mma16 and one wave of wgmma run
+    for t in "" wg1=0; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline --precisions bf16 \
         --shapes 64,256,32 --batches 73,256,1000,2112,2113,4096,8448 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
       sanitizer wgmma $tool --light --only wgmma
-      FLOWGEN_TUNE=wg1=73 sanitizer wgmma64 $tool --light --only wgmma64
       FLOWGEN_TUNE=wgpp=1 sanitizer wgmma-pp $tool --light --only wgmma
     done ;;
   digits)

@@ -628,13 +628,22 @@ return function(spec)
     -- that fills the GPU once, then up to 64.
     local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
         mma(spec, params_floats, mma_kind, 64, "", tune)
-    -- tune wg1=N: the one-warpgroup wgmma variant from batch N (at most
-    -- mma16's last + 1) up to 64 x SMs, in place of mma16 from there; not
-    -- yet measured, so not planned by default.
-    local one = wg and tune.wg1 and tune_number("wg1", tune.wg1)
+    -- With wgmma: the one-warpgroup variant ("wgmma64", 64 samples a block)
+    -- in place of mma16, from the first batch the cluster kernel leaves up
+    -- to 64 x SMs, so every SM works before the two-warpgroup variant fills
+    -- them (measured on an H200, D=64, H=256, bf16, at d350f03: 112-115 us
+    -- from B=73 to 8448, against mma16's 206-210 and, from 2113, the
+    -- two-warpgroup variant's 163-166).  tune wg1=N starts it at N (at most
+    -- mma16's last + 1), wg1=0 leaves it out.
+    local one = wg and first
     local few_last = few.rows_per_block * SMS
-    if one and (one < first or one > few_last + 1) then
-      refuse(string.format("tune: wg1=%d is not within %d to %d", one, first, few_last + 1))
+    if wg and tune.wg1 then
+      one = tune_number("wg1", tune.wg1)
+      if one == 0 then
+        one = nil
+      elseif one < first or one > few_last + 1 then
+        refuse(string.format("tune: wg1=%d is not 0 or within %d to %d", one, first, few_last + 1))
+      end
     end
     if one then few_last = one - 1 end
     if few.rows_per_block < many.rows_per_block and few_last >= first then add(few, few_last) end

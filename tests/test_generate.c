@@ -708,7 +708,8 @@ static void test_wgmma_plan(void **state) {
   assert_non_null(v);
   assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
   assert_null(find_strategy(k, "mma"));
-  assert_non_null(find_strategy(k, "mma16"));
+  assert_null(find_strategy(k, "mma16"));
+  assert_non_null(find_strategy(k, "wgmma64"));
   assert_int_equal(v->max_batch, -1);
   assert_int_equal(v->block_threads, 256);
   assert_int_equal(v->rows_per_block, 128);
@@ -762,10 +763,9 @@ static void test_wgmma_plan(void **state) {
   spec.arch_specific = true;
   expect_tune_refused(&spec, "wgn=96");
 
-  /* tune wg1=N: one warpgroup (64 samples) a block from N up to 64 x 132,
-   * mma16 before it where N leaves it a range; N from the cluster
-   * kernel's last + 1 (73) to mma16's last + 1 (2113) */
-  opts.tune = "wg1=73";
+  /* One warpgroup (64 samples) a block from the cluster kernel's last + 1
+   * (73) up to 64 x 132, in place of mma16; tune wg1=N starts it at N (up
+   * to mma16's last + 1, 2113), mma16 before it; wg1=0 leaves it out. */
   k = generate(&spec, &opts);
   v = find_strategy(k, "wgmma64");
   assert_non_null(v);
@@ -781,12 +781,18 @@ static void test_wgmma_plan(void **state) {
   assert_int_equal(find_strategy(k, "mma16")->max_batch, 999);
   assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 1000);
   flowgen_kernel_free(k);
+  opts.tune = "wg1=0";
+  k = generate(&spec, &opts);
+  assert_null(find_strategy(k, "wgmma64"));
+  assert_int_equal(find_strategy(k, "mma16")->min_batch, 73);
+  assert_int_equal(find_strategy(k, "wgmma")->min_batch, 16 * 132 + 1);
+  flowgen_kernel_free(k);
   expect_tune_refused(&spec, "wg1=72");
   expect_tune_refused(&spec, "wg1=2114");
 
   /* tune wgpp=1: the two warpgroups take turns (named barriers 1 and 2);
    * not in the one-warpgroup variant */
-  opts.tune = "wgpp=1,wg1=73";
+  opts.tune = "wgpp=1";
   k = generate(&spec, &opts);
   assert_contains(flowgen_kernel_source(k), "@p bar.sync %1, %2;");
   assert_contains(flowgen_kernel_source(k), "turn_pass(group, paired && (group == 0 || k + 1 < kSteps));");

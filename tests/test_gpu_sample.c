@@ -532,9 +532,10 @@ static void test_wgmma_layout_probe(void **state) {
  * (first + 65), larger batches of no multiple of 64, shapes whose D and H
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
- * variant (FLOWGEN_TUNE=wg1=73: wgmma64 from B=73 to its last, 8448) and
- * with the warpgroups taking turns (wgpp=1; first + 64 leaves the last
- * block's second warpgroup without samples, so no turns there). */
+ * variant (wgmma64, from the cluster kernel's last batch + 1 to 8448), one
+ * that starts later (FLOWGEN_TUNE=wg1=1000) and the two warpgroups taking
+ * turns (wgpp=1; first + 64 leaves the last block's second warpgroup
+ * without samples, so no turns there). */
 static void check_wgmma_variant(const char *tune, const char *strategy) {
   if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
@@ -581,7 +582,8 @@ static void test_wgmma_strategy(void **state) {
   (void)state;
   skip_unless_sm90();
   check_wgmma_variant(NULL, "wgmma");
-  check_wgmma_variant("wg1=73", "wgmma64");
+  check_wgmma_variant(NULL, "wgmma64");
+  check_wgmma_variant("wg1=1000", "wgmma64");
   check_wgmma_variant("wgpp=1", "wgmma");
 }
 
