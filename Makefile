@@ -37,7 +37,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu bench demo deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu bench probe demo deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -124,6 +124,14 @@ bench: $(BUILD)/bench
 	$(BUILD)/bench --json $(BUILD)/bench.json
 	$(BUILD)/bench --no-startup --precisions fp32,tf32,bf16,fp16 --shapes 64,256,32 \
 	  --batches $(BENCH_BATCHES) --json $(BUILD)/bench-precisions.json
+
+# On-chip latencies (mma.sync, barriers, movmatrix, tanh, shared loads,
+# shuffles) and the SM clock while small kernels run: `make probe` then
+# build/probe on the GPU machine.
+probe: $(BUILD)/probe
+$(BUILD)/probe: bench/probe.cu
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -arch=sm_90 -std=c++17 -o $@ $<
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
