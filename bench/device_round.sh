@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -37,14 +37,18 @@
 #             and fp16 at the default shape beside the mma kernel
 #             (FLOWGEN_TUNE=wgmma=0), with 64 outputs a wgmma and with turns
 #             (wgpp=1), the one-warpgroup variant from B=73 to 8448 beside
-#             mma16 (wg1=0), compute-sanitizer over each
+#             mma16 (rmma=0 and rmma=0,wg1=0), compute-sanitizer over each
+#   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
+#             and fp16 at the default shape from B=1 to 8448 beside the plan
+#             without it (rmma=0) and with it to 8448, compute-sanitizer
+#             over it
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune and wgmma (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma and rmma (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -198,7 +202,7 @@ for what in "$@"; do
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
     done
-    for t in "" wg1=0; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
+    for t in rmma=0 rmma=0,wg1=0; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline --precisions bf16 \
         --shapes 64,256,32 --batches 73,256,1000,2112,2113,4096,8448 2>&1 | grep 'B=' || status=1
@@ -206,6 +210,19 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do
       sanitizer wgmma $tool --light --only wgmma
       FLOWGEN_TUNE=wgpp=1 sanitizer wgmma-pp $tool --light --only wgmma
+    done ;;
+  rmma)
+    echo "test_rmma_strategy"
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_rmma_*' timeout 200 \
+      build/tests/test_gpu_sample > "$out/rmma-tests.log" 2>&1 || status=1
+    grep -E '^# |FAILED|PASSED' "$out/rmma-tests.log"
+    for t in rmma=0 "" rmma=8448; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
+        --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1
+    done
+    for tool in memcheck racecheck synccheck; do
+      sanitizer rmma $tool --light --only rmma
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

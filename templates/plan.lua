@@ -54,7 +54,7 @@ local function mma_weights(kind, D, H)
 end
 
 -- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil.
-local function params_layout(D, H, mma_kind, scratch_floats, wg)
+local function params_layout(D, H, mma_kind, scratch_floats, wg, rm)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -80,6 +80,14 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg)
     segments[#segments + 1] = {"w1g", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
     segments[#segments + 1] = {"w2g", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
     segments[#segments + 1] = {"w3g", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
+  end
+  if rm then
+    -- The register-resident kernel's copies, one after another: see rmma.cut.
+    local kind, Dp, Hp = rm[1], rm[2], rm[3]
+    local what = kind .. " copy of W%d for mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order"
+    segments[#segments + 1] = {"w1r", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
+    segments[#segments + 1] = {"w2r", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
+    segments[#segments + 1] = {"w3r", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,
@@ -512,6 +520,81 @@ local function wgmma(spec, params_floats, tune, groups)
   })
 end
 
+-- Small batches of bf16/fp16 with every weight on one SM: rmma.cut, a
+-- block of H / 16 warps (H rounded up to 16) a group of 8 samples, W2 and
+-- W3 in registers.  nil where the shape does not fit.
+local RMMA_ROWS = 8
+-- The layout for a shape: 16-unit tiles a warp (mw), W1 in registers or
+-- shared memory, the block's threads and shared memory; nil where a
+-- thread's registers cannot hold its weights.  Wider warps read less
+-- shared memory a step (each warp reads all of x and h1), but a warp's
+-- work is serial and runs on one of the SM's four schedulers: two tiles a
+-- warp only where that leaves 8 warps or more (measured on an H200 at
+-- d481666+, B=8, bf16: D=64, H=256, 8 warps of 2 tiles 37.0 us, 16 of 1
+-- 39.9; D=128, H=128, 4 of 2 38.6, 8 of 1 30.3; D=64, H=64, 2 of 2 27.6,
+-- 4 of 1 19.0); W1 in registers where they hold it.
+local function rmma_layout(spec, tune)
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  local tiles = Hp // 16
+  local widths = tiles % 2 == 0 and tiles // 2 >= 8 and {2, 1} or {1}
+  if tune.rmw then
+    local w = tune_number("rmw", tune.rmw)
+    if w ~= 1 and w ~= 2 and w ~= 4 then refuse(string.format("tune: rmw=%d is not one of 1, 2, 4", w)) end
+    widths = {w}
+  end
+  local places = {true, false}  -- W1 in registers, then in shared memory
+  if tune.rw1 then
+    if tune.rw1 ~= "regs" and tune.rw1 ~= "smem" then
+      refuse("tune: rw1=" .. tune.rw1 .. " is not one of regs, smem")
+    end
+    places = {tune.rw1 == "regs"}
+  end
+  for _, mw in ipairs(widths) do
+    if tiles % mw == 0 then
+      local threads = 32 * (tiles // mw)
+      for _, w1_regs in ipairs(places) do
+        -- Shared memory: W1 (16-bit) unless in registers, layer 3's partials
+        -- (a Dp x 8 fp32 tile a warp), the B operands of x and h1.
+        local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * (tiles // mw) * Dp * 8 + 2 * (Dp + Hp) * 8
+        -- Registers a thread: its fragments of W1 (mw Dp / 4, where there),
+        -- W2 (mw Hp / 4) and W3 (mw Dp / 4), 3 a state element, where it
+        -- has several 2 a warp (the Euler step's loads in flight), 42 more
+        -- (ptxas 13.0, sm_90: 122 at D=64, H=256, one tile a warp; D=80,
+        -- H=240 spills at 136).
+        local per_thread = (8 * Dp + threads - 1) // threads
+        local regs = mw * (Hp + Dp + (w1_regs and Dp or 0)) // 4 + 3 * per_thread
+            + (per_thread > 1 and 2 * (tiles // mw) or 0) + 42 + 8 * (mw - 1)
+        local limit = math.min(255, 65536 // threads // 8 * 8)
+        if regs <= limit and threads <= 1024 then
+          return {dim_pad = Dp, hidden_pad = Hp, warp_tiles = mw, w1_regs = w1_regs,
+                  threads = threads, shared = shared}
+        end
+      end
+    end
+  end
+  return nil
+end
+
+local function rmma_ok(spec, tune)
+  if tune.rmma == "0" then return false end
+  if spec.arch < 80 or spec.solver ~= "euler" or tune.strategy == "tiled" then return false end
+  if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
+  local l = rmma_layout(spec, tune)
+  if not l and (tune.rmw or tune.rw1) then
+    refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",
+                         tune.rmw or "any", tune.rw1 or "any", spec.dim, spec.hidden))
+  end
+  return l ~= nil and l.shared <= shared_limit(spec.arch)
+end
+
+local function rmma(spec, params_floats, tune)
+  local l = rmma_layout(spec, tune)
+  return variant(spec, params_floats, "rmma", "rmma.cut",
+                 {threads = l.threads, rows = RMMA_ROWS, blocks = 1, shared = l.shared},
+                 {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
+                  w1_regs = l.w1_regs})
+end
+
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
 -- accuracy) for large batches, where it beats the FMA kernel.
 local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
@@ -555,9 +638,22 @@ return function(spec)
   end
   local wg = wgmma_ok(spec, tune) and spec.precision or nil
   local wg_pad = wg and {wgmma_shape(spec)} or nil  -- {D, H rounded up to 16, shared bytes}
+  -- bf16/fp16, small batches: the register-resident kernel, in place of
+  -- the cluster kernel, for two waves of blocks (one a SM; measured on an
+  -- H200 at d481666+, bf16, B=8 / 1000 / 2112: D=64, H=256, 37.0 / 38.2 /
+  -- 72.4 us where the cluster kernel and wgmma64 took 39.1 / 111 / 111;
+  -- D=17, H=200, 27.7 / 28.8 / 53.6 against the tiled kernel's 546 and
+  -- wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
+  local rm_last = rmma_ok(spec, tune) and (tune.rmma and tune_number("rmma", tune.rmma)
+                                           or 2 * RMMA_ROWS * SMS) or nil
+  if rm_last and rm_last > WG_ROWS * SMS then
+    refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
+  end
+  local rm_pad = rm_last and {round_up(spec.dim, 16), round_up(spec.hidden, 16)} or nil
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
-                                                wg and {wg, wg_pad[1], wg_pad[2]})
+                                                wg and {wg, wg_pad[1], wg_pad[2]},
+                                                rm_last and {spec.precision, rm_pad[1], rm_pad[2]})
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -570,7 +666,13 @@ return function(spec)
     clusters_at_once = at_once[blocks] or 4
   end
   local covered = 0
-  if tune.strategy ~= "tiled" and tune.grid ~= "1" then
+  if rm_last then
+    local v = rmma(spec, params_floats, tune)
+    v.max_batch = rm_last
+    v.drop = tune.drop
+    variants[#variants + 1] = v
+    covered = rm_last
+  elseif tune.strategy ~= "tiled" and tune.grid ~= "1" then
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3})) do
       local limit = rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit)
@@ -701,6 +803,8 @@ return function(spec)
     mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
     wgmma_pad = wg_pad,
+    rmma_kind = rm_last and spec.precision,
+    rmma_pad = rm_pad,
     variants = variants,
   }
 end

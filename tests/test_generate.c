@@ -519,10 +519,12 @@ static void test_strategies_by_shape(void **state) {
     assert_false(starts_with(flowgen_kernel_variant(k, i)->strategy, "mma"));
   }
   flowgen_kernel_free(k);
-  /* bf16: matrix units from B=73 at the default shape, 16 then 64 rows. */
+  /* bf16 without the register-resident kernel: matrix units from B=73
+   * at the default shape, 16 then 64 rows. */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  k = generate(&spec, NULL);
+  opts.tune = "rmma=0";
+  k = generate(&spec, &opts);
   const flowgen_variant *few = find_strategy(k, "mma16"), *many = find_strategy(k, "mma");
   assert_non_null(few);
   assert_non_null(many);
@@ -763,9 +765,16 @@ static void test_wgmma_plan(void **state) {
   spec.arch_specific = true;
   expect_tune_refused(&spec, "wgn=96");
 
-  /* One warpgroup (64 samples) a block from the cluster kernel's last + 1
-   * (73) up to 64 x 132, in place of mma16; tune wg1=N starts it at N (up
-   * to mma16's last + 1, 2113), mma16 before it; wg1=0 leaves it out. */
+  /* One warpgroup (64 samples) a block from the first batch the small-batch
+   * kernels leave (2113 after rmma; 73 after the cluster kernel, rmma=0) up
+   * to 64 x 132, in place of mma16; tune wg1=N starts it at N (up to
+   * mma16's last + 1, 2113), mma16 before it; wg1=0 leaves it out. */
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma")->max_batch, 16 * 132);
+  assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 16 * 132 + 1);
+  assert_null(find_strategy(k, "mma16"));
+  flowgen_kernel_free(k);
+  opts.tune = "rmma=0";
   k = generate(&spec, &opts);
   v = find_strategy(k, "wgmma64");
   assert_non_null(v);
@@ -776,19 +785,19 @@ static void test_wgmma_plan(void **state) {
   assert_int_equal(v->rows_per_block, 64);
   assert_int_equal(find_strategy(k, "wgmma")->min_batch, 64 * 132 + 1);
   flowgen_kernel_free(k);
-  opts.tune = "wg1=1000";
+  opts.tune = "rmma=0,wg1=1000";
   k = generate(&spec, &opts);
   assert_int_equal(find_strategy(k, "mma16")->max_batch, 999);
   assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 1000);
   flowgen_kernel_free(k);
-  opts.tune = "wg1=0";
+  opts.tune = "rmma=0,wg1=0";
   k = generate(&spec, &opts);
   assert_null(find_strategy(k, "wgmma64"));
   assert_int_equal(find_strategy(k, "mma16")->min_batch, 73);
   assert_int_equal(find_strategy(k, "wgmma")->min_batch, 16 * 132 + 1);
   flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "wg1=72");
-  expect_tune_refused(&spec, "wg1=2114");
+  expect_tune_refused(&spec, "rmma=0,wg1=72");
+  expect_tune_refused(&spec, "rmma=0,wg1=2114");
 
   /* tune wgpp=1: the two warpgroups take turns (named barriers 1 and 2);
    * not in the one-warpgroup variant */
@@ -801,6 +810,97 @@ static void test_wgmma_plan(void **state) {
   k = generate(&spec, &opts);
   assert_null(strstr(flowgen_kernel_source(k), "bar.sync"));
   flowgen_kernel_free(k);
+}
+
+/* The register-resident kernel (bf16/fp16, Euler, sm_80 and newer) from
+ * batch 0 to 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none) in place of the
+ * cluster kernel, 8 samples a block; its fragment-order copies in params;
+ * two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1 in
+ * registers where they hold it (tune rw1); none for fp32, tf32, other
+ * solvers, before sm_80, or where the weights would not fit a thread's
+ * registers. */
+static void test_rmma_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  assert_false(has_strategy(&spec, "rmma=0", "rmma"));
+  flowgen_options opts = {0};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "rmma");
+  assert_int_equal(v->min_batch, 0);
+  assert_int_equal(v->max_batch, 2 * 8 * 132);
+  assert_int_equal(v->block_threads, 256);
+  assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->cluster_blocks, 1);
+  /* W1 (16-bit), 8 warps' fp32 partials of 64 x 8, x and h1 as operands */
+  assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 8 * 64 * 8 + 2 * (64 + 256) * 8);
+  assert_null(find_strategy(k, "cluster4_r1"));
+  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 2 * 8 * 132 + 1);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ");
+  assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
+  assert_contains(src, "tanh.approx.bf16x2");
+  assert_contains(src, "constexpr int kMw = 2;");
+  assert_contains(src, "constexpr int k_w1r = ");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden>(i - k_w2r");
+  flowgen_kernel_free(k);
+  opts.tune = "rmma=1000";
+  k = generate(&spec, &opts);
+  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 1000);
+  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 1001);
+  flowgen_kernel_free(k);
+  /* one tile a warp: 16 warps, W1 too many for the registers (shared) */
+  opts.tune = "rmw=1";
+  k = generate(&spec, &opts);
+  v = flowgen_kernel_variant(k, 0);
+  assert_int_equal(v->block_threads, 512);
+  assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 16 * 64 * 8 + 2 * (64 + 256) * 8);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "rmma=8449");
+  expect_tune_refused(&spec, "rmw=3");
+  expect_tune_refused(&spec, "rmw=4");
+  expect_tune_refused(&spec, "rw1=regs");
+  expect_tune_refused(&spec, "rw1=disk");
+
+  /* sm_80, bf16: no packed tanh of bf16 pairs; fp16, D=17, H=200 rounded
+   * up to 32 and 208: 13 warps of one tile, W1 in registers (no shared
+   * copy) */
+  spec.arch = 80;
+  opts.tune = NULL;
+  k = generate(&spec, &opts);
+  assert_null(strstr(flowgen_kernel_source(k), "tanh.approx.bf16x2"));
+  assert_contains(flowgen_kernel_source(k), "tanh.approx.f32");
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(17, 200, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_FP16;
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "rmma");
+  assert_int_equal(v->block_threads, 13 * 32);
+  assert_int_equal(v->shared_bytes, 4 * 13 * 32 * 8 + 2 * (32 + 208) * 8);
+  assert_contains(flowgen_kernel_source(k), "tanh.approx.f16x2");
+  assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw][kKt1];");
+  flowgen_kernel_free(k);
+
+  /* none: fp32, tf32, midpoint, sm_75, D=112 with H=256 and D=80 with
+   * H=240 (too many registers; the latter spills at 136, 15 warps), H=512 */
+  static const struct {
+    int dim, hidden, arch;
+    flowgen_precision precision;
+    flowgen_solver solver;
+  } none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+              {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+              {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
+              {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+              {112, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+              {64, 512, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+              {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
+  for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
+    spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
+    spec.precision = none[i].precision;
+    spec.solver = none[i].solver;
+    assert_false(has_strategy(&spec, NULL, "rmma"));
+  }
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
@@ -1168,6 +1268,7 @@ int main(void) {
       cmocka_unit_test(test_variants_are_consistent),
       cmocka_unit_test(test_gemm_plan),
       cmocka_unit_test(test_wgmma_plan),
+      cmocka_unit_test(test_rmma_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),

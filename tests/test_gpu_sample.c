@@ -532,11 +532,34 @@ static void test_wgmma_layout_probe(void **state) {
  * (first + 65), larger batches of no multiple of 64, shapes whose D and H
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
- * variant (wgmma64, from the cluster kernel's last batch + 1 to 8448), one
- * that starts later (FLOWGEN_TUNE=wg1=1000) and the two warpgroups taking
+ * variant (wgmma64, from the register-resident kernel's last batch + 1 to
+ * 8448), one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000) and the
+ * two warpgroups taking
  * turns (wgpp=1; first + 64 leaves the last block's second warpgroup
  * without samples, so no turns there). */
+typedef struct {
+  int dim, hidden, steps;
+  flowgen_precision precision;
+} variant_shape;
+
+static void check_variant(const char *tune, const char *strategy, const variant_shape *shapes,
+                          size_t n_shapes);
+
 static void check_wgmma_variant(const char *tune, const char *strategy) {
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
+                                         {3, 100, 5, FLOWGEN_PRECISION_FP16},
+                                         {17, 200, 4, FLOWGEN_PRECISION_BF16},
+                                         {64, 64, 3, FLOWGEN_PRECISION_FP16}};
+  check_variant(tune, strategy, shapes, sizeof shapes / sizeof *shapes);
+}
+
+/* Each shape's `strategy` variant (under FLOWGEN_TUNE=tune) against the
+ * reference at the 16-bit tolerance, at batches within its range: from
+ * batch 0, 1, 7, 9 and 65 (a last block of one, seven and one sample);
+ * else its first, first + 64, + 65 and + 1000; then its last (or 2 first
+ * + 3). */
+static void check_variant(const char *tune, const char *strategy, const variant_shape *shapes,
+                          size_t n_shapes) {
   if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
@@ -544,13 +567,8 @@ static void check_wgmma_variant(const char *tune, const char *strategy) {
   flowgen_status st = flowrt_open(&opts, &rt, &err);
   if (tune) unsetenv("FLOWGEN_TUNE");
   if (st) fail_msg("flowrt_open: %s", err.message);
-  static const struct {
-    int dim, hidden, steps;
-    flowgen_precision precision;
-  } shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16}, {3, 100, 5, FLOWGEN_PRECISION_FP16},
-                {17, 200, 4, FLOWGEN_PRECISION_BF16}, {64, 64, 3, FLOWGEN_PRECISION_FP16}};
   uint64_t seed = fg_test_seed();
-  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
+  for (size_t i = 0; i < n_shapes; ++i) {
     flowgen_spec spec = make_spec(shapes[i].dim, shapes[i].hidden, shapes[i].steps);
     spec.precision = shapes[i].precision;
     flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
@@ -562,8 +580,9 @@ static void check_wgmma_variant(const char *tune, const char *strategy) {
       if (strcmp(flowgen_kernel_variant(k, j)->strategy, strategy) == 0) v = flowgen_kernel_variant(k, j);
     if (!v) fail_msg("D=%d H=%d: no %s variant", spec.dim, spec.hidden, strategy);
     const int64_t first = v->min_batch,
-                  batches[] = {first, first + 64, first + 65, first + 1000,
-                               v->max_batch >= 0 ? v->max_batch : 2 * first + 3};
+                  last = v->max_batch >= 0 ? v->max_batch : 2 * first + 3;
+    const int64_t batches[] = {first > 0 ? first : 1, first > 0 ? first + 64 : 7,
+                               first > 0 ? first + 65 : 9, first > 0 ? first + 1000 : 65, last};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
       assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, strategy);
       double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
@@ -583,8 +602,26 @@ static void test_wgmma_strategy(void **state) {
   skip_unless_sm90();
   check_wgmma_variant(NULL, "wgmma");
   check_wgmma_variant(NULL, "wgmma64");
-  check_wgmma_variant("wg1=1000", "wgmma64");
+  check_wgmma_variant("rmma=0,wg1=1000", "wgmma64");
   check_wgmma_variant("wgpp=1", "wgmma");
+}
+
+/* The register-resident kernel (bf16 and fp16, Euler, sm_80 and newer;
+ * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
+ * shapes whose D and H are no multiple of 16, the largest D and H it
+ * takes, two tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers
+ * (D=17, H=200) and in shared memory. */
+static void test_rmma_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
+                                         {17, 200, 4, FLOWGEN_PRECISION_FP16},
+                                         {3, 100, 5, FLOWGEN_PRECISION_BF16},
+                                         {160, 128, 3, FLOWGEN_PRECISION_FP16},
+                                         {256, 64, 2, FLOWGEN_PRECISION_BF16},
+                                         {1, 1, 3, FLOWGEN_PRECISION_FP16}};
+  check_variant("rmma=2000", "rmma", shapes, sizeof shapes / sizeof *shapes);
+  check_variant("rmma=2000,rmw=1", "rmma", shapes, 1);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
@@ -639,6 +676,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
+      cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);

@@ -326,7 +326,7 @@ static void test_wgmma_compiles(void **state) {
   } cases[] = {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL},
       {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64"},
-      {64, 256, FLOWGEN_PRECISION_BF16, "wg1=73"},
+      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=73"},
       {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1"},
       {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL},
@@ -345,6 +345,39 @@ static void test_wgmma_compiles(void **state) {
     assert_string_equal(last->strategy, "wgmma");
     flowgen_kernel_free(k);
     compile_clean_tuned(&spec, cases[i].tune);
+  }
+}
+
+/* The register-resident kernel (tune rmma) compiles without warnings or
+ * spills where the planner takes a shape: the default shape, D and H of no
+ * multiple of 16, the largest D for H=256, the most registers a thread (D
+ * large, H small), one warp (H <= 16);
+ * sm_90 (packed tanh) and sm_80 (fp32
+ * tanh for bf16), sm_90a beside the wgmma variants. */
+static void test_rmma_compiles(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const struct {
+    int dim, hidden, arch;
+    flowgen_precision precision;
+  } cases[] = {
+      {64, 256, 90, FLOWGEN_PRECISION_BF16}, {64, 256, 80, FLOWGEN_PRECISION_BF16},
+      {17, 200, 90, FLOWGEN_PRECISION_FP16}, {112, 192, 90, FLOWGEN_PRECISION_FP16},
+      {256, 64, 90, FLOWGEN_PRECISION_BF16}, {200, 80, 80, FLOWGEN_PRECISION_FP16},
+      {33, 16, 90, FLOWGEN_PRECISION_BF16},  {1, 1, 86, FLOWGEN_PRECISION_BF16},
+      {160, 128, 90, FLOWGEN_PRECISION_FP16}, {200, 80, 90, FLOWGEN_PRECISION_BF16},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, cases[i].arch);
+    spec.precision = cases[i].precision;
+    spec.arch_specific = i == 0;
+    flowgen_options opts = {.tune = "rmma=1000"};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
+    flowgen_kernel_free(k);
+    compile_clean_tuned(&spec, opts.tune);
   }
 }
 
@@ -500,6 +533,7 @@ int main(void) {
       cmocka_unit_test(test_precisions_compile),
       cmocka_unit_test(test_tuned_variants_compile),
       cmocka_unit_test(test_wgmma_compiles),
+      cmocka_unit_test(test_rmma_compiles),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),

@@ -27,7 +27,7 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "tchunk",   "tstages", "grid",    "mfrom",
                                         "gemm",     "gfrom",   "gmt",     "gblocks",
                                         "gstages",  "gbk",     "wgmma",   "wgn",
-                                        "wg1",      "wgpp"};
+                                        "wg1",      "wgpp",    "rmma"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
