@@ -41,7 +41,7 @@
 #   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
 #             without it (rmma=0) and with it to 8448, compute-sanitizer
-#             over it
+#             over it (rmma=2112: with the multi-stage solvers too)
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
@@ -223,6 +223,7 @@ for what in "$@"; do
     done
     for tool in memcheck racecheck synccheck; do
       sanitizer rmma $tool --light --only rmma
+      FLOWGEN_TUNE=rmma=2112 sanitizer rmma-stages $tool --light --only rmma  # and the multi-stage cases
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

@@ -520,7 +520,7 @@ local function wgmma(spec, params_floats, tune, groups)
   })
 end
 
--- Small batches of bf16/fp16 with every weight on one SM: rmma.cut, a
+-- Small batches of bf16/fp16 with every weight on one SM (any solver): rmma.cut, a
 -- block of H / 16 warps (H rounded up to 16) a group of 8 samples, W2 and
 -- W3 in registers.  nil where the shape does not fit.
 local RMMA_ROWS = 8
@@ -557,15 +557,18 @@ local function rmma_layout(spec, tune)
         -- (a Dp x 8 fp32 tile a warp), the B operands of x and h1.
         local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * (tiles // mw) * Dp * 8 + 2 * (Dp + Hp) * 8
         -- Registers a thread: its fragments of W1 (mw Dp / 4, where there),
-        -- W2 (mw Hp / 4) and W3 (mw Dp / 4), 3 a state element, where it
-        -- has several 2 a warp (the Euler step's loads in flight), 42 more
-        -- (ptxas 13.0, sm_90: 122 at D=64, H=256, one tile a warp; D=80,
-        -- H=240 spills at 136).
+        -- W2 (mw Hp / 4) and W3 (mw Dp / 4); 3 for one state element, 8 an
+        -- element (9 with a stage sum) and 2 a warp (the update's loads in
+        -- flight) for several, at most 8; 42 more.  ptxas 13.0, sm_90: 122
+        -- at D=64, H=256 with one tile a warp; 201 at D=160, H=128; D=80,
+        -- H=240 spills at 136 and D=200, H=80 (11 elements) at 255 with Heun.
         local per_thread = (8 * Dp + threads - 1) // threads
-        local regs = mw * (Hp + Dp + (w1_regs and Dp or 0)) // 4 + 3 * per_thread
-            + (per_thread > 1 and 2 * (tiles // mw) or 0) + 42 + 8 * (mw - 1)
+        local multi = #solvers[spec.solver].c > 1
+        local elements = per_thread == 1 and 3
+            or (multi and 9 or 8) * per_thread + 2 * (tiles // mw)
+        local regs = mw * (Hp + Dp + (w1_regs and Dp or 0)) // 4 + elements + 42 + 8 * (mw - 1)
         local limit = math.min(255, 65536 // threads // 8 * 8)
-        if regs <= limit and threads <= 1024 then
+        if regs <= limit and threads <= 1024 and per_thread <= 8 then
           return {dim_pad = Dp, hidden_pad = Hp, warp_tiles = mw, w1_regs = w1_regs,
                   threads = threads, shared = shared}
         end
@@ -577,8 +580,11 @@ end
 
 local function rmma_ok(spec, tune)
   if tune.rmma == "0" then return false end
-  if spec.arch < 80 or spec.solver ~= "euler" or tune.strategy == "tiled" then return false end
+  if spec.arch < 80 or tune.strategy == "tiled" then return false end
   if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
+  -- Multi-stage solvers only with tune rmma=N: compiled without spills, not
+  -- yet run on a GPU.
+  if spec.solver ~= "euler" and not tune.rmma then return false end
   local l = rmma_layout(spec, tune)
   if not l and (tune.rmw or tune.rw1) then
     refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",

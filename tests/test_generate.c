@@ -812,13 +812,13 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
 }
 
-/* The register-resident kernel (bf16/fp16, Euler, sm_80 and newer) from
+/* The register-resident kernel (bf16/fp16, sm_80 and newer; multi-stage
+ * solvers only with tune rmma) from
  * batch 0 to 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none) in place of the
  * cluster kernel, 8 samples a block; its fragment-order copies in params;
  * two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1 in
- * registers where they hold it (tune rw1); none for fp32, tf32, other
- * solvers, before sm_80, or where the weights would not fit a thread's
- * registers. */
+ * registers where they hold it (tune rw1); none for fp32, tf32, before
+ * sm_80, or where the weights would not fit a thread's registers. */
 static void test_rmma_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
@@ -882,19 +882,34 @@ static void test_rmma_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw][kKt1];");
   flowgen_kernel_free(k);
 
-  /* none: fp32, tf32, midpoint, sm_75, D=112 with H=256 and D=80 with
-   * H=240 (too many registers; the latter spills at 136, 15 warps), H=512 */
+  /* RK4 (only with tune rmma until run on a GPU): the stages' inputs
+   * (x + a dt v) and sums (b v) */
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  spec.solver = FLOWGEN_SOLVER_RK4;
+  assert_false(has_strategy(&spec, NULL, "rmma"));
+  opts.tune = "rmma=2112";
+  k = generate(&spec, &opts);
+  assert_non_null(find_strategy(k, "rmma"));
+  assert_contains(flowgen_kernel_source(k), "float sums[kPerThread];");
+  assert_contains(flowgen_kernel_source(k), "// stage 4 of 4 (rk4)");
+  flowgen_kernel_free(k);
+  opts.tune = NULL;
+
+  /* none: fp32, tf32, sm_75, D=112 with H=256 and D=80 with H=240 (too
+   * many registers; the latter spills at 136, 15 warps), H=512, D=256
+   * with H=64 (16 state elements a thread) */
   static const struct {
     int dim, hidden, arch;
     flowgen_precision precision;
     flowgen_solver solver;
   } none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
               {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-              {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
               {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
               {112, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
               {64, 512, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
-              {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
+              {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+              {256, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
   for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
     spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
     spec.precision = none[i].precision;

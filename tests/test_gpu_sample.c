@@ -540,6 +540,7 @@ static void test_wgmma_layout_probe(void **state) {
 typedef struct {
   int dim, hidden, steps;
   flowgen_precision precision;
+  flowgen_solver solver; /* Euler where left out */
 } variant_shape;
 
 static void check_variant(const char *tune, const char *strategy, const variant_shape *shapes,
@@ -571,6 +572,7 @@ static void check_variant(const char *tune, const char *strategy, const variant_
   for (size_t i = 0; i < n_shapes; ++i) {
     flowgen_spec spec = make_spec(shapes[i].dim, shapes[i].hidden, shapes[i].steps);
     spec.precision = shapes[i].precision;
+    spec.solver = shapes[i].solver;
     flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
     flowrt_sampler *s = NULL;
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -586,8 +588,9 @@ static void check_variant(const char *tune, const char *strategy, const variant_
     for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
       assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, strategy);
       double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
-      printf("# %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_precision_name(spec.precision),
-             spec.dim, spec.hidden, (long long)batches[b], strategy, e);
+      printf("# %s %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_precision_name(spec.precision),
+             flowgen_solver_name(spec.solver), spec.dim, spec.hidden, (long long)batches[b],
+             strategy, e);
       assert_true(e <= 1e-2);
     }
     flowrt_sampler_destroy(s);
@@ -606,11 +609,11 @@ static void test_wgmma_strategy(void **state) {
   check_wgmma_variant("wgpp=1", "wgmma");
 }
 
-/* The register-resident kernel (bf16 and fp16, Euler, sm_80 and newer;
+/* The register-resident kernel (bf16 and fp16, sm_80 and newer;
  * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
- * shapes whose D and H are no multiple of 16, the largest D and H it
- * takes, two tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers
- * (D=17, H=200) and in shared memory. */
+ * shapes whose D and H are no multiple of 16, the largest D it takes, two
+ * tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers (D=17,
+ * H=200) and in shared memory, every solver (the stages' inputs and sums). */
 static void test_rmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -618,8 +621,11 @@ static void test_rmma_strategy(void **state) {
                                          {17, 200, 4, FLOWGEN_PRECISION_FP16},
                                          {3, 100, 5, FLOWGEN_PRECISION_BF16},
                                          {160, 128, 3, FLOWGEN_PRECISION_FP16},
-                                         {256, 64, 2, FLOWGEN_PRECISION_BF16},
-                                         {1, 1, 3, FLOWGEN_PRECISION_FP16}};
+                                         {1, 1, 3, FLOWGEN_PRECISION_FP16},
+                                         {64, 256, 3, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4},
+                                         {17, 200, 4, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN},
+                                         {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
+                                         {128, 128, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4}};
   check_variant("rmma=2000", "rmma", shapes, sizeof shapes / sizeof *shapes);
   check_variant("rmma=2000,rmw=1", "rmma", shapes, 1);
 }

@@ -361,16 +361,24 @@ static void test_rmma_compiles(void **state) {
   static const struct {
     int dim, hidden, arch;
     flowgen_precision precision;
+    flowgen_solver solver;
   } cases[] = {
-      {64, 256, 90, FLOWGEN_PRECISION_BF16}, {64, 256, 80, FLOWGEN_PRECISION_BF16},
-      {17, 200, 90, FLOWGEN_PRECISION_FP16}, {112, 192, 90, FLOWGEN_PRECISION_FP16},
-      {256, 64, 90, FLOWGEN_PRECISION_BF16}, {200, 80, 80, FLOWGEN_PRECISION_FP16},
-      {33, 16, 90, FLOWGEN_PRECISION_BF16},  {1, 1, 86, FLOWGEN_PRECISION_BF16},
-      {160, 128, 90, FLOWGEN_PRECISION_FP16}, {200, 80, 90, FLOWGEN_PRECISION_BF16},
+      {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+      {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+      {17, 200, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+      {112, 192, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+      {24, 16, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+      {1, 1, 86, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+      {160, 128, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+      {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4},
+      {160, 128, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4},
+      {17, 200, 80, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN},
+      {48, 100, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_MIDPOINT},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, cases[i].arch);
     spec.precision = cases[i].precision;
+    spec.solver = cases[i].solver;
     spec.arch_specific = i == 0;
     flowgen_options opts = {.tune = "rmma=1000"};
     flowgen_kernel *k = NULL;
