@@ -72,22 +72,20 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm)
     segments[#segments + 1] = {"w2m", H * ld(H) * es // 4, string.format(what, 2, H, H, ld(H))}
     segments[#segments + 1] = {"w3m", H * ld(D) * es // 4, string.format(what, 3, H, D, ld(D))}
   end
-  if wg then
-    -- The warpgroup kernel's copies, one after another (copied into shared
-    -- memory as one block): see wgmma.cut.
-    local kind, Dp, Hp = wg[1], wg[2], wg[3]
-    local what = kind .. " copy of W%d for wgmma: %d outputs x %d inputs, 8 x 8 core matrices"
-    segments[#segments + 1] = {"w1g", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
-    segments[#segments + 1] = {"w2g", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
-    segments[#segments + 1] = {"w3g", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
+  -- A kernel's 16-bit copies of W1, W2, W3 (D and H rounded up to 16),
+  -- one after another (copied or loaded as one block): segments w1<tag>,
+  -- w2<tag>, w3<tag>.
+  local function copies(tag, kind, Dp, Hp, layout)
+    local what = kind .. " copy of W%d for " .. layout
+    segments[#segments + 1] = {"w1" .. tag, Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
+    segments[#segments + 1] = {"w2" .. tag, Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
+    segments[#segments + 1] = {"w3" .. tag, Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
   end
-  if rm then
-    -- The register-resident kernel's copies, one after another: see rmma.cut.
-    local kind, Dp, Hp = rm[1], rm[2], rm[3]
-    local what = kind .. " copy of W%d for mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order"
-    segments[#segments + 1] = {"w1r", Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
-    segments[#segments + 1] = {"w2r", Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
-    segments[#segments + 1] = {"w3r", Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
+  if wg then  -- the warpgroup kernel's, copied into shared memory: see wgmma.cut
+    copies("g", wg[1], wg[2], wg[3], "wgmma: %d outputs x %d inputs, 8 x 8 core matrices")
+  end
+  if rm then  -- the register-resident kernel's: see rmma.cut
+    copies("r", rm[1], rm[2], rm[3], "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,

@@ -86,6 +86,29 @@ static bool has_strategy(const flowgen_spec *spec, const char *tune, const char 
   return found;
 }
 
+/* A shape, precision and solver on an arch (sm_90 as sm_90a where
+ * arch_specific). */
+typedef struct {
+  int dim, hidden, arch;
+  flowgen_precision precision;
+  flowgen_solver solver;
+} plan_case;
+
+/* No case's plan has a variant named `strategy`. */
+static void expect_no_strategy(const plan_case *cases, size_t n, bool arch_specific,
+                               const char *strategy) {
+  for (size_t i = 0; i < n; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, cases[i].arch);
+    spec.precision = cases[i].precision;
+    spec.solver = cases[i].solver;
+    spec.arch_specific = arch_specific && cases[i].arch == 90;
+    if (has_strategy(&spec, NULL, strategy))
+      fail_msg("D=%d H=%d sm_%d %s %s: %s planned", cases[i].dim, cases[i].hidden, cases[i].arch,
+               flowgen_precision_name(cases[i].precision), flowgen_solver_name(cases[i].solver),
+               strategy);
+  }
+}
+
 /* `tune` is refused for spec, with a message naming its last key. */
 static void expect_tune_refused(const flowgen_spec *spec, const char *tune) {
   flowgen_options o = {.tune = tune};
@@ -742,24 +765,14 @@ static void test_wgmma_plan(void **state) {
 
   /* none: fp32, tf32, another solver, sm_80, H above 256, D above 160,
    * weights beyond shared memory (D=128, H=256: 256 KB) */
-  static const struct {
-    int dim, hidden, arch;
-    flowgen_precision precision;
-    flowgen_solver solver;
-  } none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-              {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-              {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
-              {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-              {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-              {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-              {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
-  for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
-    spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
-    spec.precision = none[i].precision;
-    spec.solver = none[i].solver;
-    spec.arch_specific = none[i].arch == 90;
-    assert_false(has_strategy(&spec, NULL, "wgmma"));
-  }
+  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
+                                   {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(none, sizeof none / sizeof *none, true, "wgmma");
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   spec.arch_specific = true;
@@ -899,23 +912,14 @@ static void test_rmma_plan(void **state) {
   /* none: fp32, tf32, sm_75, D=112 with H=256 and D=80 with H=240 (too
    * many registers; the latter spills at 136, 15 warps), H=512, D=256
    * with H=64 (16 state elements a thread) */
-  static const struct {
-    int dim, hidden, arch;
-    flowgen_precision precision;
-    flowgen_solver solver;
-  } none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-              {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-              {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
-              {112, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-              {64, 512, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
-              {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-              {256, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
-  for (size_t i = 0; i < sizeof none / sizeof *none; ++i) {
-    spec = fg_test_spec(none[i].dim, none[i].hidden, 4, none[i].arch);
-    spec.precision = none[i].precision;
-    spec.solver = none[i].solver;
-    assert_false(has_strategy(&spec, NULL, "rmma"));
-  }
+  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+                                   {112, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {64, 512, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
+                                   {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {256, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma");
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
