@@ -27,14 +27,16 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "tchunk",   "tstages", "grid",    "mfrom",
                                         "gemm",     "gfrom",   "gmt",     "gblocks",
                                         "gstages",  "gbk",     "wgmma",   "wgn",
-                                        "wg1",      "wgpp",    "rmma"};
+                                        "wg1",      "wgpp",    "rmma",    "rmw",
+                                        "rw1"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
     "4",     "8",       "16",    "32",     "1:2:3",  "1:4",
     "2:1",   "0:0",     "abc",   "1.5",    "1e3",    "0x4",
     "layer1", "layer2", "layer3", "4294967297", "9223372036854775807", "24",
-    "64",    "128",     "5",     "9",      "73",     "2113"};
+    "64",    "128",     "5",     "9",      "73",     "2113",
+    "regs",  "smem",    "2112",  "8448",   "8449",   "euler"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The largest dynamic shared memory a block can opt in to (bytes). */
