@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -42,13 +42,15 @@
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
 #             without it (rmma=0) and with it to 8448, compute-sanitizer
 #             over it (rmma=2112: with the multi-stage solvers too)
+#   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
+#             on one SM, the SM clock between small kernels
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma and rmma (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma and probe (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -225,6 +227,8 @@ for what in "$@"; do
       sanitizer rmma $tool --light --only rmma
       FLOWGEN_TUNE=rmma=2112 sanitizer rmma-stages $tool --light --only rmma  # and the multi-stage cases
     done ;;
+  probe)
+    build/probe | tee "$out/probe.txt" || status=1 ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1

@@ -1,6 +1,6 @@
-// probe.cu: the on-chip latencies a small-batch kernel is made of, and the
-// SM clock while one small kernel runs after another (as build/bench
-// launches them).  In-kernel clock64() and %globaltimer; one line a figure.
+// probe.cu: the on-chip latencies a small-batch kernel is made of, the
+// rate of mma.sync on one SM, and the SM clock while one small kernel runs
+// after another (as build/bench launches them).  In-kernel clock64() and %globaltimer; one line a figure.
 //
 //   make probe && build/probe
 #include <cuda_runtime.h>
@@ -57,6 +57,31 @@ __global__ void mma_chain(long long* out, unsigned seed)
   const long long c1 = clock64();
   if (threadIdx.x == 0) out[0] = (c1 - c0) / kReps;
   if (d[0] == 1234.5f) out[1] = 1;  // keep the chain
+}
+
+// Independent mma.sync m16n8k16 bf16, 8 chains a warp, blockDim.x / 32
+// warps: the SM's cycles (clock64 of the block's span) per mma.
+__global__ void mma_rate(long long* out, unsigned seed)
+{
+  float d[8][4] = {};
+  const unsigned a = seed * 0x3c003c00u, b = seed * 0x3c003c00u;
+  __syncthreads();
+  const long long c0 = clock64();
+#pragma unroll 4
+  for (int i = 0; i < kReps; ++i)
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                   "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                   : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
+                   : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
+  __syncthreads();
+  const long long c1 = clock64();
+  if (threadIdx.x == 0) out[0] = c1 - c0;
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) sum += d[c][0];
+  if (sum == 1234.5f) out[1] = 1;  // keep the chains
 }
 
 // __syncthreads() back to back in a block of blockDim.x threads.
@@ -123,6 +148,15 @@ int main()
   mma_chain<<<1, 32>>>(out, 1);
   CHECK(cudaDeviceSynchronize());
   std::printf("mma.sync m16n8k16 bf16, dependent: %lld cycles\n", out[0]);
+  for (int warps : {1, 4, 8, 16}) {
+    mma_rate<<<1, 32 * warps>>>(out, 1);
+    CHECK(cudaDeviceSynchronize());
+    mma_rate<<<1, 32 * warps>>>(out, 1);
+    CHECK(cudaDeviceSynchronize());
+    const double per_sm = static_cast<double>(out[0]) / (kReps * 8.0 * warps);
+    std::printf("mma.sync m16n8k16 bf16, 8 chains a warp, %d warps: %.2f SM cycles an mma "
+                "(%.0f FLOP a cycle)\n", warps, per_sm, 4096.0 / per_sm);
+  }
   for (int threads : {128, 256, 512, 1024}) {
     barriers<<<1, threads>>>(out);
     CHECK(cudaDeviceSynchronize());
