@@ -40,7 +40,8 @@
 #             mma16 (rmma=0 and rmma=0,wg1=0), compute-sanitizer over each
 #   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
-#             without it (rmma=0) and with it to 8448, compute-sanitizer
+#             without it (rmma=0), with it to 8448 and with layer 1's tiles
+#             interleaved (rl1=1), compute-sanitizer
 #             over it (rmma=2112: with the multi-stage solvers too)
 #   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
 #             on one SM, the SM clock between small kernels
@@ -218,7 +219,7 @@ for what in "$@"; do
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_rmma_*' timeout 200 \
       build/tests/test_gpu_sample > "$out/rmma-tests.log" 2>&1 || status=1
     grep -E '^# |FAILED|PASSED' "$out/rmma-tests.log"
-    for t in rmma=0 "" rmma=8448; do
+    for t in rmma=0 "" rmma=8448 rl1=1; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1

@@ -596,7 +596,9 @@ local function rmma(spec, params_floats, tune)
   return variant(spec, params_floats, "rmma", "rmma.cut",
                  {threads = l.threads, rows = RMMA_ROWS, blocks = 1, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
-                  w1_regs = l.w1_regs})
+                  w1_regs = l.w1_regs,
+                  -- tune rl1=1: layer 1's tiles interleaved (not yet run on a GPU)
+                  l1_interleaved = tune.rl1 == "1"})
 end
 
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32

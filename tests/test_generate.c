@@ -870,6 +870,11 @@ static void test_rmma_plan(void **state) {
   assert_int_equal(v->block_threads, 512);
   assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 16 * 64 * 8 + 2 * (64 + 256) * 8);
   flowgen_kernel_free(k);
+  /* tune rl1=1: layer 1's tiles interleaved */
+  opts.tune = "rl1=1";
+  k = generate(&spec, &opts);
+  assert_contains(flowgen_kernel_source(k), "tiles' products interleaved (each operand of x loaded once)");
+  flowgen_kernel_free(k);
   expect_tune_refused(&spec, "rmma=8449");
   expect_tune_refused(&spec, "rmw=3");
   expect_tune_refused(&spec, "rmw=4");

@@ -613,7 +613,8 @@ static void test_wgmma_strategy(void **state) {
  * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
  * shapes whose D and H are no multiple of 16, the largest D it takes, two
  * tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers (D=17,
- * H=200) and in shared memory, every solver (the stages' inputs and sums). */
+ * H=200) and in shared memory, every solver (the stages' inputs and sums),
+ * layer 1's tiles interleaved (rl1=1). */
 static void test_rmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -628,6 +629,7 @@ static void test_rmma_strategy(void **state) {
                                          {128, 128, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4}};
   check_variant("rmma=2000", "rmma", shapes, sizeof shapes / sizeof *shapes);
   check_variant("rmma=2000,rmw=1", "rmma", shapes, 1);
+  check_variant("rmma=2000,rl1=1", "rmma", shapes, 2);  /* layer 1's tiles interleaved */
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

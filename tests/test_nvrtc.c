@@ -387,6 +387,9 @@ static void test_rmma_compiles(void **state) {
     flowgen_kernel_free(k);
     compile_clean_tuned(&spec, opts.tune);
   }
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);  /* layer 1's tiles interleaved */
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  compile_clean_tuned(&spec, "rl1=1");
 }
 
 /* Issue: every shape in range compiles.  Two shapes drawn afresh on each
