@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -45,13 +45,16 @@
 #             over it (rmma=2112: with the multi-stage solvers too)
 #   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
 #             on one SM, the SM clock between small kernels
+#   profile   ncu (where the machine lets it read the counters) over one
+#             B=8 launch of the cluster kernel (fp32) and of rmma (bf16) at
+#             the default shape: warp stalls, pipes, shared-memory traffic
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma and probe (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe and profile (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -230,6 +233,16 @@ for what in "$@"; do
     done ;;
   probe)
     build/probe | tee "$out/probe.txt" || status=1 ;;
+  profile)
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    for p in fp32 bf16; do
+      timeout 300 "$ncu" --clock-control none --section WarpStateStats --section SchedulerStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
+        -k 'regex:cluster4_r1|rmma' -s 20 -c 1 build/bench --quick --no-startup --no-baseline \
+        --warmup-ms 0 --precisions $p --shapes 64,256,32 --batches 8 > "$out/profile-$p.txt" 2>&1 ||
+        status=1
+      grep -E 'Stall|Issued|Pipe|Shared|Warp Cycles|Eligible|Duration|SM Frequency' "$out/profile-$p.txt" | head -40
+    done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1
