@@ -576,23 +576,23 @@ local function rmma_layout(spec, tune)
   return nil
 end
 
-local function rmma_ok(spec, tune)
-  if tune.rmma == "0" then return false end
-  if spec.arch < 80 or tune.strategy == "tiled" then return false end
-  if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return false end
+-- The layout where the kernel applies, else nil.
+local function rmma_plan(spec, tune)
+  if tune.rmma == "0" then return nil end
+  if spec.arch < 80 or tune.strategy == "tiled" then return nil end
+  if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return nil end
   -- Multi-stage solvers only with tune rmma=N: compiled without spills, not
   -- yet run on a GPU.
-  if spec.solver ~= "euler" and not tune.rmma then return false end
+  if spec.solver ~= "euler" and not tune.rmma then return nil end
   local l = rmma_layout(spec, tune)
   if not l and (tune.rmw or tune.rw1) then
     refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",
                          tune.rmw or "any", tune.rw1 or "any", spec.dim, spec.hidden))
   end
-  return l ~= nil and l.shared <= shared_limit(spec.arch)
+  return l and l.shared <= shared_limit(spec.arch) and l or nil
 end
 
-local function rmma(spec, params_floats, tune)
-  local l = rmma_layout(spec, tune)
+local function rmma(spec, params_floats, tune, l)
   return variant(spec, params_floats, "rmma", "rmma.cut",
                  {threads = l.threads, rows = RMMA_ROWS, blocks = 1, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
@@ -648,18 +648,17 @@ return function(spec)
   -- the cluster kernel, for two waves of blocks (one a SM; measured on an
   -- H200 at d481666+, bf16, B=8 / 1000 / 2112: D=64, H=256, 37.0 / 38.2 /
   -- 72.4 us where the cluster kernel and wgmma64 took 39.1 / 111 / 111;
-  -- D=17, H=200, 27.7 / 28.8 / 53.6 against the tiled kernel's 546 and
-  -- wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
-  local rm_last = rmma_ok(spec, tune) and (tune.rmma and tune_number("rmma", tune.rmma)
-                                           or 2 * RMMA_ROWS * SMS) or nil
+  -- D=17, H=200, with W1 still in shared memory, 27.7 / 28.8 / 53.6
+  -- against the tiled kernel's 546 and wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
+  local rm = rmma_plan(spec, tune)  -- its layout
+  local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma) or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
-  local rm_pad = rm_last and {round_up(spec.dim, 16), round_up(spec.hidden, 16)} or nil
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
                                                 wg and {wg, wg_pad[1], wg_pad[2]},
-                                                rm_last and {spec.precision, rm_pad[1], rm_pad[2]})
+                                                rm and {spec.precision, rm.dim_pad, rm.hidden_pad})
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -672,8 +671,8 @@ return function(spec)
     clusters_at_once = at_once[blocks] or 4
   end
   local covered = 0
-  if rm_last then
-    local v = rmma(spec, params_floats, tune)
+  if rm then
+    local v = rmma(spec, params_floats, tune, rm)
     v.max_batch = rm_last
     v.drop = tune.drop
     variants[#variants + 1] = v
@@ -737,8 +736,8 @@ return function(spec)
     local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
         mma(spec, params_floats, mma_kind, 64, "", tune)
     -- With wgmma: the one-warpgroup variant ("wgmma64", 64 samples a block)
-    -- in place of mma16, from the first batch the cluster kernel leaves up
-    -- to 64 x SMs, so every SM works before the two-warpgroup variant fills
+    -- in place of mma16, from the first batch the small-batch kernels (rmma
+    -- or the cluster kernel) leave up to 64 x SMs, so every SM works before the two-warpgroup variant fills
     -- them (measured on an H200, D=64, H=256, bf16, at d350f03: 112-115 us
     -- from B=73 to 8448, against mma16's 206-210 and, from 2113, the
     -- two-warpgroup variant's 163-166).  tune wg1=N starts it at N (at most
@@ -809,8 +808,8 @@ return function(spec)
     mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
     wgmma_pad = wg_pad,
-    rmma_kind = rm_last and spec.precision,
-    rmma_pad = rm_pad,
+    rmma_kind = rm and spec.precision,
+    rmma_pad = rm and {rm.dim_pad, rm.hidden_pad},
     variants = variants,
   }
 end
