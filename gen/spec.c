@@ -98,12 +98,11 @@ static flowgen_status set_arch(flowgen_spec *spec, const char *value,
   size_t n = strncmp(value, "sm_", 3) == 0 ? strlen(value + 3) : 0;
   bool specific = n > 1 && value[3 + n - 1] == 'a';
   if (specific) --n;
-  if (n == 0 || n >= sizeof digits)
-    return fg_fail(err, FLOWGEN_INVALID,
-                   "--arch: '%s' is not of the form sm_XY (e.g. sm_90)", value);
-  memcpy(digits, value + 3, n);
-  digits[n] = '\0';
-  if (fg_parse_int(digits, 0, 1000, &v) != FG_PARSE_OK)
+  if (n > 0 && n < sizeof digits) {
+    memcpy(digits, value + 3, n);
+    digits[n] = '\0';
+  }
+  if (n == 0 || n >= sizeof digits || fg_parse_int(digits, 0, 1000, &v) != FG_PARSE_OK)
     return fg_fail(err, FLOWGEN_INVALID,
                    "--arch: '%s' is not of the form sm_XY (e.g. sm_90)", value);
   if (v < FLOWGEN_ARCH_MIN)
