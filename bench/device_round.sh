@@ -78,6 +78,15 @@ sanitizer() {
   fi
   tail -n 3 "$out/$s_name-$s_tool.log"
 }
+# filtered_tests NAME PATTERN: test_gpu_sample's tests whose names match
+# PATTERN (under the caller's FLOWGEN_TUNE, if any), log in
+# $out/NAME-tests.log.
+filtered_tests() {
+  echo "$2"
+  FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER="$2" timeout 200 \
+    build/tests/test_gpu_sample > "$out/$1-tests.log" 2>&1 || status=1
+  grep -E '^# |FAILED|PASSED' "$out/$1-tests.log"
+}
 for what in "$@"; do
   case $what in
   tests)
@@ -165,10 +174,8 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   gemm)
     for t in "" gblocks=2,gmt=1; do
-      echo "test_gemm_strategy, FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_gemm_*' timeout 200 \
-        build/tests/test_gpu_sample > "$out/gemm-tests-${t:-default}.log" 2>&1 || status=1
-      grep -E '^# |FAILED|PASSED' "$out/gemm-tests-${t:-default}.log"
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t filtered_tests "gemm-${t:-default}" 'test_gemm_*'
     done
     timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32" --batches 4096,65536 \
@@ -199,10 +206,7 @@ for what in "$@"; do
       --shapes "128,512,32;512,512,32" --batches 2048,65536 --json "$out/check-large.json" \
       2>&1 | grep 'B=' || status=1 ;;
   wgmma)
-    echo "test_wgmma_strategy"
-    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_wgmma_*' timeout 200 \
-      build/tests/test_gpu_sample > "$out/wgmma-tests.log" 2>&1 || status=1
-    grep -E '^# |FAILED|PASSED' "$out/wgmma-tests.log"
+    filtered_tests wgmma 'test_wgmma_*'
     for t in wgmma=0 "" wgn=64 wgpp=1; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
@@ -218,10 +222,7 @@ for what in "$@"; do
       FLOWGEN_TUNE=wgpp=1 sanitizer wgmma-pp $tool --light --only wgmma
     done ;;
   rmma)
-    echo "test_rmma_strategy"
-    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER='test_rmma_*' timeout 200 \
-      build/tests/test_gpu_sample > "$out/rmma-tests.log" 2>&1 || status=1
-    grep -E '^# |FAILED|PASSED' "$out/rmma-tests.log"
+    filtered_tests rmma 'test_rmma_*'
     for t in rmma=0 "" rmma=8448 rl1=1; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
