@@ -4,9 +4,10 @@
  * and the host cost of one launch.
  *
  * Method: CUDA events around each launch (queued behind a hold kernel, so
- * no host time is in them), warm-up first, median of many runs; inputs drawn at random (several sets, rotated), the output poisoned
- * with NaN before every run and checked for unwritten elements; error as
- * relative L2 norm against the fp64 reference.
+ * no host time is in them), warm-up first, median of many runs; inputs
+ * drawn at random (several sets, rotated), the output poisoned with NaN
+ * before every run and checked for unwritten elements; error as relative
+ * L2 norm against the fp64 reference.
  *
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] [--shapes D,H,S;...]
  *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
