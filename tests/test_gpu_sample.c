@@ -526,33 +526,11 @@ static void test_wgmma_layout_probe(void **state) {
   printf("# wgmma probe: largest error %.2e of the sum of |products|\n", worst);
 }
 
-/* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
- * for sm_90a) against the reference at its tolerance: its first batch, a last
- * block with one warpgroup idle (first + 64), a warpgroup with one sample
- * (first + 65), larger batches of no multiple of 64, shapes whose D and H
- * are no multiple of 16.  Every batch is within the variant's range, so
- * the kernel picked is the wgmma one.  The same for the one-warpgroup
- * variant (wgmma64, from the register-resident kernel's last batch + 1 to
- * 8448), one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000) and the
- * two warpgroups taking
- * turns (wgpp=1; first + 64 leaves the last block's second warpgroup
- * without samples, so no turns there). */
 typedef struct {
   int dim, hidden, steps;
   flowgen_precision precision;
   flowgen_solver solver; /* Euler where left out */
 } variant_shape;
-
-static void check_variant(const char *tune, const char *strategy, const variant_shape *shapes,
-                          size_t n_shapes);
-
-static void check_wgmma_variant(const char *tune, const char *strategy) {
-  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
-                                         {3, 100, 5, FLOWGEN_PRECISION_FP16},
-                                         {17, 200, 4, FLOWGEN_PRECISION_BF16},
-                                         {64, 64, 3, FLOWGEN_PRECISION_FP16}};
-  check_variant(tune, strategy, shapes, sizeof shapes / sizeof *shapes);
-}
 
 /* Each shape's `strategy` variant (under FLOWGEN_TUNE=tune) against the
  * reference at the 16-bit tolerance, at batches within its range: from
@@ -597,6 +575,24 @@ static void check_variant(const char *tune, const char *strategy, const variant_
     flowrt_weights_free(w);
   }
   flowrt_close(rt);
+}
+
+/* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
+ * for sm_90a) against the reference at its tolerance: its first batch, a last
+ * block with one warpgroup idle (first + 64), a warpgroup with one sample
+ * (first + 65), larger batches of no multiple of 64, shapes whose D and H
+ * are no multiple of 16.  Every batch is within the variant's range, so
+ * the kernel picked is the wgmma one.  The same for the one-warpgroup
+ * variant (wgmma64, from the register-resident kernel's last batch + 1 to
+ * 8448), one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000) and the
+ * two warpgroups taking turns (wgpp=1; first + 64 leaves the last block's
+ * second warpgroup without samples, so no turns there). */
+static void check_wgmma_variant(const char *tune, const char *strategy) {
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
+                                         {3, 100, 5, FLOWGEN_PRECISION_FP16},
+                                         {17, 200, 4, FLOWGEN_PRECISION_BF16},
+                                         {64, 64, 3, FLOWGEN_PRECISION_FP16}};
+  check_variant(tune, strategy, shapes, sizeof shapes / sizeof *shapes);
 }
 
 static void test_wgmma_strategy(void **state) {

@@ -348,12 +348,12 @@ static void test_wgmma_compiles(void **state) {
   }
 }
 
-/* The register-resident kernel (tune rmma) compiles without warnings or
- * spills where the planner takes a shape: the default shape, D and H of no
- * multiple of 16, the largest D for H=256, the most registers a thread (D
- * large, H small), one warp (H <= 16);
- * sm_90 (packed tanh) and sm_80 (fp32
- * tanh for bf16), sm_90a beside the wgmma variants. */
+/* The register-resident kernel compiles without warnings or spills where
+ * the planner takes a shape (tune rmma=1000: the multi-stage solvers too):
+ * the default shape, D and H of no multiple of 16, the largest D for
+ * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
+ * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
+ * beside the wgmma variants; layer 1's tiles interleaved (rl1=1). */
 static void test_rmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
