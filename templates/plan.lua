@@ -581,9 +581,6 @@ local function rmma_plan(spec, tune)
   if tune.rmma == "0" then return nil end
   if spec.arch < 80 or tune.strategy == "tiled" then return nil end
   if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return nil end
-  -- Multi-stage solvers only with tune rmma=N: compiled without spills, not
-  -- yet run on a GPU.
-  if spec.solver ~= "euler" and not tune.rmma then return nil end
   local l = rmma_layout(spec, tune)
   if not l and (tune.rmw or tune.rw1) then
     refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",
@@ -596,9 +593,7 @@ local function rmma(spec, params_floats, tune, l)
   return variant(spec, params_floats, "rmma", "rmma.cut",
                  {threads = l.threads, rows = RMMA_ROWS, blocks = 1, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
-                  w1_regs = l.w1_regs,
-                  -- tune rl1=1: layer 1's tiles interleaved (not yet run on a GPU)
-                  l1_interleaved = tune.rl1 == "1"})
+                  w1_regs = l.w1_regs})
 end
 
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32

@@ -825,8 +825,8 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
 }
 
-/* The register-resident kernel (bf16/fp16, sm_80 and newer; multi-stage
- * solvers only with tune rmma) from
+/* The register-resident kernel (bf16/fp16, sm_80 and newer; every
+ * solver) from
  * batch 0 to 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none) in place of the
  * cluster kernel, 8 samples a block; its fragment-order copies in params;
  * two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1 in
@@ -870,11 +870,6 @@ static void test_rmma_plan(void **state) {
   assert_int_equal(v->block_threads, 512);
   assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 16 * 64 * 8 + 2 * (64 + 256) * 8);
   flowgen_kernel_free(k);
-  /* tune rl1=1: layer 1's tiles interleaved */
-  opts.tune = "rl1=1";
-  k = generate(&spec, &opts);
-  assert_contains(flowgen_kernel_source(k), "tiles' products interleaved (each operand of x loaded once)");
-  flowgen_kernel_free(k);
   expect_tune_refused(&spec, "rmma=8449");
   expect_tune_refused(&spec, "rmw=3");
   expect_tune_refused(&spec, "rmw=4");
@@ -900,19 +895,15 @@ static void test_rmma_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw][kKt1];");
   flowgen_kernel_free(k);
 
-  /* RK4 (only with tune rmma until run on a GPU): the stages' inputs
-   * (x + a dt v) and sums (b v) */
+  /* RK4: the stages' inputs (x + a dt v) and sums (b v) */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   spec.solver = FLOWGEN_SOLVER_RK4;
-  assert_false(has_strategy(&spec, NULL, "rmma"));
-  opts.tune = "rmma=2112";
   k = generate(&spec, &opts);
   assert_non_null(find_strategy(k, "rmma"));
   assert_contains(flowgen_kernel_source(k), "float sums[kPerThread];");
   assert_contains(flowgen_kernel_source(k), "// stage 4 of 4 (rk4)");
   flowgen_kernel_free(k);
-  opts.tune = NULL;
 
   /* none: fp32, tf32, sm_75, D=112 with H=256 and D=80 with H=240 (too
    * many registers; the latter spills at 136, 15 warps), H=512, D=256

@@ -609,8 +609,7 @@ static void test_wgmma_strategy(void **state) {
  * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
  * shapes whose D and H are no multiple of 16, the largest D it takes, two
  * tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers (D=17,
- * H=200) and in shared memory, every solver (the stages' inputs and sums),
- * layer 1's tiles interleaved (rl1=1). */
+ * H=200) and in shared memory, every solver (the stages' inputs and sums). */
 static void test_rmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
