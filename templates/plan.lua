@@ -211,7 +211,17 @@ end
 -- Returns nil when the shape does not split evenly.
 local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 
-local function cluster(spec, params_floats, blocks, rows, max_batch)
+-- The cluster kernel's layer 2 by warp (layer2_by_warp, the default where
+-- own units come in 32s; tune l2w=0: by lanes): each warp takes the 32
+-- units of h1 it computed for every own unit, the warps' partials summed
+-- in shared memory (a barrier in place of the one after layer 1), so every
+-- shared load of h1 is a broadcast.  By lanes (kLanes2 lanes a unit, each
+-- over all of h1) a load reads kLanes2 addresses: on an H200 (ncu, D=64,
+-- H=256) those took 4 shared-memory wavefronts each, 512 of the 896 a step
+-- and block.  Measured there, fp32, D=64, H=256: 34.7 us at B=8 by warp,
+-- 39.0 by lanes; 62.1 and 79.5 at B=64.  (Two threads a unit in layer 1,
+-- 512 a block, measured 14% slower: 44.5 us at B=8.)
+local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp)
   local D, H = spec.dim, spec.hidden
   local threads = H  -- layer 1: a thread per hidden unit
   if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
@@ -220,8 +230,9 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
   if threads % D ~= 0 then return nil end
   local lanes3 = threads // D
   if not is_pow2(lanes3) or lanes3 > 8 or own % (4 * lanes3) ~= 0 then return nil end
+  by_warp = by_warp and own % 32 == 0
   local weights_per_thread = D + H // lanes2 + own // lanes3
-  local static_shared = 4 * rows * (D + H + own + 2 * blocks * D) + 16
+  local static_shared = 4 * rows * (D + H + own + 2 * blocks * D + (by_warp and threads // 32 * own or 0)) + 16
   if weights_per_thread > 160 or static_shared > 48 * 1024 then return nil end
   -- rows: samples per cluster
   return variant(spec, params_floats, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
@@ -229,6 +240,7 @@ local function cluster(spec, params_floats, blocks, rows, max_batch)
     max_batch = max_batch,
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,
+    layer2_by_warp = by_warp,
   })
 end
 
@@ -660,6 +672,10 @@ return function(spec)
   -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
   -- 32 take two; of 8 blocks, 8 clusters).  fp32 in every precision.
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
+  if tune.l2w and tune.l2w ~= "0" and tune.l2w ~= "1" then
+    refuse("tune: l2w=" .. tune.l2w .. " is not one of 0, 1")
+  end
+  local l2_by_warp = tune.l2w ~= "0"
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
   if clusters_at_once < 1 then
@@ -675,7 +691,7 @@ return function(spec)
   elseif tune.strategy ~= "tiled" and tune.grid ~= "1" then
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3})) do
       local limit = rows * clusters_at_once
-      local v = cluster(spec, params_floats, blocks, rows, limit)
+      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp)
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop

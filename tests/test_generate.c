@@ -574,6 +574,26 @@ static void test_strategies_by_shape(void **state) {
   spec = fg_test_spec(128, 512, 4, 90);
   spec.precision = FLOWGEN_PRECISION_TF32;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
+
+  /* The cluster kernel's layer 2 by warp where own units come in 32s
+   * (their partials in shared memory), by lanes with tune l2w=0 or where
+   * they do not (D=16, H=64: 16 own units). */
+  spec = fg_test_spec(64, 256, 4, 90);
+  k = generate(&spec, NULL);
+  assert_contains(flowgen_kernel_source(k), "float p2[kWarps * kRows * kOwn];");
+  assert_null(strstr(flowgen_kernel_source(k), "kLanes2"));
+  flowgen_kernel_free(k);
+  flowgen_options by_lanes = {.tune = "l2w=0"};
+  k = generate(&spec, &by_lanes);
+  assert_null(strstr(flowgen_kernel_source(k), "float p2["));
+  assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(16, 64, 4, 90);
+  k = generate(&spec, NULL);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
+  assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "l2w=2");
 }
 
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
