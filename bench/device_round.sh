@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -40,21 +40,26 @@
 #             mma16 (rmma=0 and rmma=0,wg1=0), compute-sanitizer over each
 #   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
-#             without it (rmma=0), with it to 8448 and with layer 1's tiles
-#             interleaved (rl1=1), compute-sanitizer
-#             over it (rmma=2112: with the multi-stage solvers too)
+#             without it (rmma=0) and with it to 8448, compute-sanitizer
+#             over it (also to batch 2112, rmma=2112)
 #   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
 #             on one SM, the SM clock between small kernels
 #   profile   ncu (where the machine lets it read the counters) over one
 #             B=8 launch of the cluster kernel (fp32) and of rmma (bf16) at
-#             the default shape: warp stalls, pipes, shared-memory traffic
+#             the default shape: warp stalls (by reason and by SASS line,
+#             profile-*-sass.csv), pipes, shared-memory traffic
+#   steps     fp32 and bf16 at D=64, H=256 with S = 1 to 32 at B = 1 and 8:
+#             the fixed cost and the cost of a step (and with l2w=0)
+#   layer2    the cluster kernel's layer 2 by warp and by lanes (l2w=0), of
+#             4 and 8 blocks: its GPU tests, fp32 from B=1 to 72, its stages
+#             at B=8, compute-sanitizer over it
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe and profile (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps and layer2 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -223,7 +228,7 @@ for what in "$@"; do
     done ;;
   rmma)
     filtered_tests rmma 'test_rmma_*'
-    for t in rmma=0 "" rmma=8448 rl1=1; do
+    for t in rmma=0 "" rmma=8448; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1
@@ -239,10 +244,44 @@ for what in "$@"; do
     for p in fp32 bf16; do
       timeout 300 "$ncu" --clock-control none --section WarpStateStats --section SchedulerStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
-        -k 'regex:cluster4_r1|rmma' -s 20 -c 1 build/bench --quick --no-startup --no-baseline \
-        --warmup-ms 0 --precisions $p --shapes 64,256,32 --batches 8 > "$out/profile-$p.txt" 2>&1 ||
-        status=1
-      grep -E 'Stall|Issued|Pipe|Shared|Warp Cycles|Eligible|Duration|SM Frequency' "$out/profile-$p.txt" | head -40
+        --section SourceCounters --print-details all \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        -o "$out/profile-$p" -k 'regex:cluster4_r1|rmma' -s 20 -c 1 build/bench --quick --no-startup \
+        --no-baseline --warmup-ms 0 --precisions $p --shapes 64,256,32 --batches 8 \
+        > "$out/profile-$p.log" 2>&1 || status=1
+      "$ncu" --import "$out/profile-$p.ncu-rep" --print-details all > "$out/profile-$p.txt" 2>&1
+      "$ncu" --import "$out/profile-$p.ncu-rep" --page source --csv --print-source sass \
+        > "$out/profile-$p-sass.csv" 2>&1
+      grep -E 'stalled|Issued|Pipe|Warp Cycles|Eligible|Duration' "$out/profile-$p.txt" | head -60
+    done ;;
+  layer2)
+    # The cluster kernel's layer 2 by warp (default) and by lanes (l2w=0),
+    # of 4 and 8 blocks: its GPU tests and the reference tests it runs in,
+    # fp32 at the default shape from B=1 to 72, the stages of the default
+    # at B=8 (drop=...), compute-sanitizer over it.
+    filtered_tests layer2 'test_cluster_*'
+    filtered_tests reference 'test_*match*'
+    for t in "" l2w=0 cluster=8 cluster=8,l2w=0; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions fp32 \
+        --shapes 64,256,32 --batches 1,8,24,48,64,72 2>&1 | grep 'B=' | tee -a "$out/layer2.txt" || status=1
+    done
+    for d in layer1 layer2 layer3 exchange euler layer1:layer2:layer3:exchange:euler:silu; do
+      echo "FLOWGEN_TUNE=drop=$d"
+      FLOWGEN_TUNE=drop=$d timeout 60 build/bench --quick --no-startup --no-baseline --precisions fp32 \
+        --shapes 64,256,32 --batches 8 2>&1 | grep 'B=' | tee -a "$out/layer2.txt"
+    done
+    for tool in memcheck racecheck synccheck; do
+      sanitizer layer2 $tool --light --only cluster
+    done ;;
+  steps)
+    # The fixed cost (launch, weights into registers) and the cost of a
+    # step: T(S) = a + b S at B = 1 and 8, each precision's small-batch kernel.
+    shapes="64,256,1;64,256,2;64,256,4;64,256,8;64,256,16;64,256,32"
+    for t in "" l2w=0; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 200 build/bench --quick --no-startup --no-baseline --precisions fp32,bf16 \
+        --shapes "$shapes" --batches 1,8 2>&1 | grep 'B=' | tee -a "$out/steps.txt" || status=1
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
