@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -53,13 +53,16 @@
 #   layer2    the cluster kernel's layer 2 by warp and by lanes (l2w=0), of
 #             4 and 8 blocks: its GPU tests, fp32 from B=1 to 72, its stages
 #             at B=8, compute-sanitizer over it
+#   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
+#             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
+#             to 72, sanitizers
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps and layer2 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2 and pairs (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -273,6 +276,20 @@ for what in "$@"; do
     done
     for tool in memcheck racecheck synccheck; do
       sanitizer layer2 $tool --light --only cluster
+    done ;;
+  pairs)
+    # The cluster kernel's layer 1 by pairs of lanes (the default) beside a
+    # unit a thread (l1p=0): its GPU tests and the reference tests, fp32
+    # from B=1 to 72, compute-sanitizer.
+    filtered_tests pairs 'test_cluster_*'
+    filtered_tests reference 'test_*match*'
+    for t in "" l1p=0; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions fp32 \
+        --shapes 64,256,32 --batches 1,8,24,48,64,72 2>&1 | grep 'B=' | tee -a "$out/pairs.txt" || status=1
+    done
+    for tool in memcheck racecheck synccheck; do
+      sanitizer pairs $tool --light --only cluster
     done ;;
   steps)
     # The fixed cost (launch, weights into registers) and the cost of a

@@ -221,7 +221,7 @@ local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 -- and block.  Measured there, fp32, D=64, H=256: 34.7 us at B=8 by warp,
 -- 39.0 by lanes; 62.1 and 79.5 at B=64.  (Two threads a unit in layer 1,
 -- 512 a block, measured 14% slower: 44.5 us at B=8.)
-local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp)
+local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pairs)
   local D, H = spec.dim, spec.hidden
   local threads = H  -- layer 1: a thread per hidden unit
   if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
@@ -241,6 +241,7 @@ local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp)
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,
     layer2_by_warp = by_warp,
+    layer1_pairs = pairs and D % 8 == 0,  -- (own % (4 lanes3) == 0 makes D so)
   })
 end
 
@@ -676,6 +677,14 @@ return function(spec)
     refuse("tune: l2w=" .. tune.l2w .. " is not one of 0, 1")
   end
   local l2_by_warp = tune.l2w ~= "0"
+  -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
+  -- x each: half the loads of x; tune l1p=0: a unit over all of x a
+  -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
+  -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0.
+  if tune.l1p and tune.l1p ~= "0" and tune.l1p ~= "1" then
+    refuse("tune: l1p=" .. tune.l1p .. " is not one of 0, 1")
+  end
+  local l1_pairs = tune.l1p ~= "0"
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
   if clusters_at_once < 1 then
@@ -691,7 +700,7 @@ return function(spec)
   elseif tune.strategy ~= "tiled" and tune.grid ~= "1" then
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3})) do
       local limit = rows * clusters_at_once
-      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp)
+      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs)
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop

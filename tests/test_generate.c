@@ -594,6 +594,18 @@ static void test_strategies_by_shape(void **state) {
   assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "l2w=2");
+  /* Layer 1 by pairs of lanes (two units over half of x), a unit a
+   * thread with tune l1p=0 */
+  spec = fg_test_spec(64, 256, 4, 90);
+  k = generate(&spec, NULL);
+  assert_contains(flowgen_kernel_source(k), "float w1[2][kDim / 2], w2[kUnits2][32]");
+  assert_contains(flowgen_kernel_source(k), "__shfl_xor_sync(0xffffffffu, half ? s0 : s1, 1);");
+  flowgen_kernel_free(k);
+  flowgen_options one = {.tune = "l1p=0"};
+  k = generate(&spec, &one);
+  assert_contains(flowgen_kernel_source(k), "float w1[kDim], w2[kUnits2][32]");
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "l1p=2");
 }
 
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm

@@ -428,8 +428,8 @@ static const char wgmma_probe[] =
     "      d[(16 * warp + g + 8 * (q / 2)) * 64 + 8 * i + 2 * t + q % 2] = acc[4 * i + q];\n"
     "}\n";
 
-/* Skips the test unless GPU 0 is an sm_90 (the wgmma variant's target). */
-static void skip_unless_sm90(void) {
+/* GPU 0's compute capability as 10 major + minor (90 for sm_90). */
+static int device_arch(void) {
   const fg_cuda_api *cu = fg_cuda(NULL);
   CUdevice dev;
   int major = 0, minor = 0;
@@ -438,8 +438,21 @@ static void skip_unless_sm90(void) {
                    CUDA_SUCCESS);
   assert_int_equal(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
                    CUDA_SUCCESS);
-  if (major != 9 || minor != 0) {
+  return 10 * major + minor;
+}
+
+/* Skips the test unless GPU 0 is an sm_90 (the wgmma variant's target). */
+static void skip_unless_sm90(void) {
+  if (device_arch() != 90) {
     print_message("# not an sm_90 GPU: skipped\n");
+    skip();
+  }
+}
+
+/* Skips the test on a GPU older than sm_<arch>. */
+static void skip_below(int arch) {
+  if (device_arch() < arch) {
+    print_message("# a GPU older than sm_%d: skipped\n", arch);
     skip();
   }
 }
@@ -618,6 +631,7 @@ static void test_wgmma_strategy(void **state) {
 static void test_rmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
+  skip_below(80);
   static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
                                          {17, 200, 4, FLOWGEN_PRECISION_FP16},
                                          {3, 100, 5, FLOWGEN_PRECISION_BF16},
@@ -633,12 +647,13 @@ static void test_rmma_strategy(void **state) {
 
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
  * tolerance, its layer 2 by warp (the default where own units come in 32s)
- * and by lanes (FLOWGEN_TUNE=l2w=0), of 4 and 8 blocks, one and three
+ * and by lanes (FLOWGEN_TUNE=l2w=0), its layer 1 by pairs of lanes (the
+ * default) and a unit a thread (l1p=0), of 4 and 8 blocks, one and three
  * samples a cluster, Euler and RK4. */
 static void test_cluster_layer2(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
-  skip_unless_sm90();
+  skip_below(90);
   static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32},
                                          {64, 256, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
                                          {32, 128, 5, FLOWGEN_PRECISION_FP32}};
@@ -648,6 +663,8 @@ static void test_cluster_layer2(void **state) {
   check_variant_within("cluster=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
   check_variant_within("l2w=0", "cluster4_r1", shapes, n, 1e-6);
   check_variant_within("l2w=0", "cluster4_r2", shapes, 1, 1e-6);
+  check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
+  check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
