@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -53,6 +53,8 @@
 #   layer2    the cluster kernel's layer 2 by warp and by lanes (l2w=0), of
 #             4 and 8 blocks: its GPU tests, fp32 from B=1 to 72, its stages
 #             at B=8, compute-sanitizer over it
+#   rcl       rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2): its GPU
+#             tests, bf16 and fp16 from B=1 to 384, compute-sanitizer
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
@@ -62,7 +64,7 @@
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2 and pairs (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs and rcl (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -290,6 +292,20 @@ for what in "$@"; do
     done
     for tool in memcheck racecheck synccheck; do
       sanitizer pairs $tool --light --only cluster
+    done ;;
+  rcl)
+    # rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2) beside the plan
+    # without them: its GPU tests, bf16 and fp16 from B=1 to 384,
+    # compute-sanitizer over it.
+    filtered_tests rcl 'test_rmma_cluster'
+    for t in "" rcl=4 rcl=2; do
+      echo "FLOWGEN_TUNE=$t"
+      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
+        --shapes 64,256,32 --batches 1,8,64,192,384 2>&1 | grep 'B=' | tee -a "$out/rcl.txt" || status=1
+    done
+    for tool in memcheck racecheck synccheck; do
+      FLOWGEN_TUNE=rcl=4 sanitizer rcl4 $tool --light --only rmma
+      FLOWGEN_TUNE=rcl=2 sanitizer rcl2 $tool --light --only rmma
     done ;;
   steps)
     # The fixed cost (launch, weights into registers) and the cost of a

@@ -603,10 +603,46 @@ local function rmma_plan(spec, tune)
 end
 
 local function rmma(spec, params_floats, tune, l)
-  return variant(spec, params_floats, "rmma", "rmma.cut",
-                 {threads = l.threads, rows = RMMA_ROWS, blocks = 1, shared = l.shared},
+  return variant(spec, params_floats, l.name or "rmma", "rmma.cut",
+                 {threads = l.threads, rows = RMMA_ROWS, blocks = l.cluster or 1, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
                   w1_regs = l.w1_regs})
+end
+
+-- rmma over a cluster of C blocks (tune rcl=C, 2 or 4; sm_90, Euler; not
+-- yet run on a GPU): every block computes layer 1 in full (W1 in registers
+-- where they hold it), owns 1/C of layer 2's tiles (one a warp) and the
+-- same share of layer 3's inputs; each block sums its warps' partials of v
+-- and sends them to every block (st.async, as the cluster kernel), which
+-- add b3 and the C partials in rank order: every block keeps the same x.
+-- A step's products are spread over C SMs (rmma: 400 mma a step on one SM
+-- at D=64, H=256, about 6 cycles each a scheduler), for one exchange.
+local function rmma_cluster_layout(spec, tune, C)
+  if spec.arch < 90 or spec.solver ~= "euler" then return nil end
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  local tiles = Hp // 16
+  if tiles % C ~= 0 then return nil end
+  local warps = tiles // C
+  local threads = 32 * warps
+  local words = 2 * Dp  -- float4s of v (Dp x 8 fp32)
+  local per_thread = 4 * ((words + threads - 1) // threads)
+  local places = {true, false}
+  if tune.rw1 then places = {tune.rw1 == "regs"} end
+  for _, w1_regs in ipairs(places) do
+    -- Shared memory: W1 unless in registers, the warps' partials, the
+    -- blocks' partials (two steps' worth), the B operands of x and h1, two
+    -- mbarriers.  Registers: W1 (C tiles a warp, where there), W2 and W3
+    -- fragments, 8 an element of x and 2 a warp, 42 more (as rmma_layout).
+    local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * warps * Dp * 8 + 2 * C * 4 * Dp * 8
+        + 2 * (Dp + Hp) * 8 + 16
+    local regs = (Hp + Dp + (w1_regs and C * Dp or 0)) // 4 + 8 * per_thread + 2 * warps + 42
+    if regs <= math.min(255, 65536 // threads // 8 * 8) and per_thread <= 8
+        and shared <= shared_limit(spec.arch) then
+      return {dim_pad = Dp, hidden_pad = Hp, warp_tiles = 1, w1_regs = w1_regs,
+              threads = threads, shared = shared, cluster = C, name = "rmma_c" .. C}
+    end
+  end
+  return nil
 end
 
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
@@ -691,8 +727,23 @@ return function(spec)
     clusters_at_once = at_once[blocks] or 4
   end
   local covered = 0
+  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
+  -- one wave of such clusters takes (rcl=0: none, the default).
+  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
+  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
+    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
+  end
+  local rmc = rcl and rcl > 0 and rmma_cluster_layout(spec, tune, rcl)
+  if rmc then
+    local v = rmma(spec, params_floats, tune, rmc)
+    v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
+    v.drop = tune.drop
+    variants[#variants + 1] = v
+    covered = v.max_batch
+  end
   if rm then
     local v = rmma(spec, params_floats, tune, rm)
+    v.min_batch = covered + 1
     v.max_batch = rm_last
     v.drop = tune.drop
     variants[#variants + 1] = v

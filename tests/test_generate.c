@@ -924,8 +924,35 @@ static void test_rmma_plan(void **state) {
   assert_int_equal(v->block_threads, 13 * 32);
   assert_int_equal(v->shared_bytes, 4 * 13 * 32 * 8 + 2 * (32 + 208) * 8);
   assert_contains(flowgen_kernel_source(k), "tanh.approx.f16x2");
-  assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw][kKt1];");
+  assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw1][kKt1];");
   flowgen_kernel_free(k);
+
+  /* tune rcl=4, 2: the kernel over clusters (Euler, sm_90) up to a wave
+   * of clusters (24 of 4 blocks, 48 of 2), one tile a warp, every block
+   * computing layer 1 in full; rmma after it; none for RK4 */
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  opts.tune = "rcl=4";
+  k = generate(&spec, &opts);
+  v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "rmma_c4");
+  assert_int_equal(v->block_threads, 128);
+  assert_int_equal(v->cluster_blocks, 4);
+  assert_int_equal(v->max_batch, 192);
+  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 193);
+  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
+  assert_contains(flowgen_kernel_source(k), "constexpr int kMw1 = kMw * kClusterBlocks;");
+  assert_contains(flowgen_kernel_source(k), "st.async.shared::cluster.mbarrier::complete_tx::bytes");
+  flowgen_kernel_free(k);
+  opts.tune = "rcl=2";
+  k = generate(&spec, &opts);
+  v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "rmma_c2");
+  assert_int_equal(v->block_threads, 256);
+  assert_int_equal(v->max_batch, 384);
+  flowgen_kernel_free(k);
+  opts.tune = NULL;
+  expect_tune_refused(&spec, "rcl=3");
 
   /* RK4: the stages' inputs (x + a dt v) and sums (b v) */
   spec = fg_test_spec(64, 256, 4, 90);
@@ -936,6 +963,11 @@ static void test_rmma_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "float sums[kPerThread];");
   assert_contains(flowgen_kernel_source(k), "// stage 4 of 4 (rk4)");
   flowgen_kernel_free(k);
+  opts.tune = "rcl=4";
+  k = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
+  flowgen_kernel_free(k);
+  opts.tune = NULL;
 
   /* none: fp32, tf32, sm_75, D=112 with H=256 and D=80 with H=240 (too
    * many registers; the latter spills at 136, 15 warps), H=512, D=256

@@ -645,6 +645,23 @@ static void test_rmma_strategy(void **state) {
   check_variant("rmma=2000,rmw=1", "rmma", shapes, 1);
 }
 
+/* The register-resident kernel over a cluster (FLOWGEN_TUNE=rcl=4 and 2;
+ * bf16 and fp16, Euler, sm_90): one warp a block (D=24, H=64 at rcl=4), H
+ * of no multiple of 32 (D=40, H=96: three warps), a last cluster of one
+ * and of seven samples. */
+static void test_rmma_cluster(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_below(90);
+  static const variant_shape four[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
+                                       {24, 64, 5, FLOWGEN_PRECISION_FP16}};
+  static const variant_shape two[] = {{64, 256, 8, FLOWGEN_PRECISION_FP16},
+                                      {40, 96, 4, FLOWGEN_PRECISION_BF16},
+                                      {24, 64, 5, FLOWGEN_PRECISION_BF16}};
+  check_variant("rcl=4", "rmma_c4", four, sizeof four / sizeof *four);
+  check_variant("rcl=2", "rmma_c2", two, sizeof two / sizeof *two);
+}
+
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
  * tolerance, its layer 2 by warp (the default where own units come in 32s)
  * and by lanes (FLOWGEN_TUNE=l2w=0), its layer 1 by pairs of lanes (the
@@ -720,6 +737,7 @@ int main(void) {
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_rmma_strategy),
+      cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_cluster_layer2),
       cmocka_unit_test(test_two_samplers_and_cache),
   };

@@ -359,7 +359,7 @@ static void test_wgmma_compiles(void **state) {
  * the default shape, D and H of no multiple of 16, the largest D for
  * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
  * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
- * beside the wgmma variants. */
+ * beside the wgmma variants; over clusters of 4 and 2 blocks (rcl). */
 static void test_rmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -392,6 +392,18 @@ static void test_rmma_compiles(void **state) {
     assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
     flowgen_kernel_free(k);
     compile_clean_tuned(&spec, opts.tune);
+  }
+  /* over a cluster (rcl): 4 blocks of 4 warps, of one warp (D=24, H=64),
+   * 2 blocks of 3 warps (D=40, H=96), W1 in shared memory */
+  static const struct {
+    int dim, hidden;
+    const char *tune;
+  } clusters[] = {{64, 256, "rcl=4"}, {24, 64, "rcl=4"}, {40, 96, "rcl=2"},
+                  {64, 256, "rcl=4,rw1=smem"}};
+  for (size_t i = 0; i < sizeof clusters / sizeof *clusters; ++i) {
+    flowgen_spec spec = fg_test_spec(clusters[i].dim, clusters[i].hidden, 4, 90);
+    spec.precision = i % 2 ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16;
+    compile_clean_tuned(&spec, clusters[i].tune);
   }
 }
 

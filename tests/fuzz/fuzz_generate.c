@@ -28,7 +28,8 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "gemm",     "gfrom",   "gmt",     "gblocks",
                                         "gstages",  "gbk",     "wgmma",   "wgn",
                                         "wg1",      "wgpp",    "rmma",    "rmw",
-                                        "rw1",      "l2w",     "l1p"};
+                                        "rw1",      "l2w",     "l1p",
+                                        "rcl"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
