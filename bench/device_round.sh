@@ -97,6 +97,18 @@ filtered_tests() {
     build/tests/test_gpu_sample > "$out/$1-tests.log" 2>&1 || status=1
   grep -E '^# |FAILED|PASSED' "$out/$1-tests.log"
 }
+# time_tunes NAME PRECISIONS BATCHES TUNE...: build/bench at the default
+# shape under each FLOWGEN_TUNE (an empty one: the plan as it is), the
+# lines also in $out/NAME.txt.
+time_tunes() {
+  t_name=$1 t_precisions=$2 t_batches=$3
+  shift 3
+  for t in "$@"; do
+    echo "FLOWGEN_TUNE=$t"
+    FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions "$t_precisions" \
+      --shapes 64,256,32 --batches "$t_batches" 2>&1 | grep 'B=' | tee -a "$out/$t_name.txt" || status=1
+  done
+}
 for what in "$@"; do
   case $what in
   tests)
@@ -266,11 +278,7 @@ for what in "$@"; do
     # at B=8 (drop=...), compute-sanitizer over it.
     filtered_tests layer2 'test_cluster_*'
     filtered_tests reference 'test_*match*'
-    for t in "" l2w=0 cluster=8 cluster=8,l2w=0; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions fp32 \
-        --shapes 64,256,32 --batches 1,8,24,48,64,72 2>&1 | grep 'B=' | tee -a "$out/layer2.txt" || status=1
-    done
+    time_tunes layer2 fp32 1,8,24,48,64,72 "" l2w=0 cluster=8 cluster=8,l2w=0
     for d in layer1 layer2 layer3 exchange euler layer1:layer2:layer3:exchange:euler:silu; do
       echo "FLOWGEN_TUNE=drop=$d"
       FLOWGEN_TUNE=drop=$d timeout 60 build/bench --quick --no-startup --no-baseline --precisions fp32 \
@@ -285,11 +293,7 @@ for what in "$@"; do
     # from B=1 to 72, compute-sanitizer.
     filtered_tests pairs 'test_cluster_*'
     filtered_tests reference 'test_*match*'
-    for t in "" l1p=0; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions fp32 \
-        --shapes 64,256,32 --batches 1,8,24,48,64,72 2>&1 | grep 'B=' | tee -a "$out/pairs.txt" || status=1
-    done
+    time_tunes pairs fp32 1,8,24,48,64,72 "" l1p=0
     for tool in memcheck racecheck synccheck; do
       sanitizer pairs $tool --light --only cluster
     done ;;
@@ -298,11 +302,7 @@ for what in "$@"; do
     # without them: its GPU tests, bf16 and fp16 from B=1 to 384,
     # compute-sanitizer over it.
     filtered_tests rcl 'test_rmma_cluster'
-    for t in "" rcl=4 rcl=2; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
-        --shapes 64,256,32 --batches 1,8,64,192,384 2>&1 | grep 'B=' | tee -a "$out/rcl.txt" || status=1
-    done
+    time_tunes rcl bf16,fp16 1,8,64,192,384 "" rcl=4 rcl=2
     for tool in memcheck racecheck synccheck; do
       FLOWGEN_TUNE=rcl=4 sanitizer rcl4 $tool --light --only rmma
       FLOWGEN_TUNE=rcl=2 sanitizer rcl2 $tool --light --only rmma

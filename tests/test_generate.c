@@ -932,25 +932,24 @@ static void test_rmma_plan(void **state) {
    * computing layer 1 in full; rmma after it; none for RK4 */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  opts.tune = "rcl=4";
-  k = generate(&spec, &opts);
-  v = flowgen_kernel_variant(k, 0);
-  assert_string_equal(v->strategy, "rmma_c4");
-  assert_int_equal(v->block_threads, 128);
-  assert_int_equal(v->cluster_blocks, 4);
-  assert_int_equal(v->max_batch, 192);
-  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 193);
-  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
-  assert_contains(flowgen_kernel_source(k), "constexpr int kMw1 = kMw * kClusterBlocks;");
-  assert_contains(flowgen_kernel_source(k), "st.async.shared::cluster.mbarrier::complete_tx::bytes");
-  flowgen_kernel_free(k);
-  opts.tune = "rcl=2";
-  k = generate(&spec, &opts);
-  v = flowgen_kernel_variant(k, 0);
-  assert_string_equal(v->strategy, "rmma_c2");
-  assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->max_batch, 384);
-  flowgen_kernel_free(k);
+  static const struct {
+    const char *tune, *strategy;
+    int threads, last;
+  } over[] = {{"rcl=4", "rmma_c4", 128, 192}, {"rcl=2", "rmma_c2", 256, 384}};
+  for (size_t i = 0; i < sizeof over / sizeof *over; ++i) {
+    opts.tune = over[i].tune;
+    k = generate(&spec, &opts);
+    v = flowgen_kernel_variant(k, 0);
+    assert_string_equal(v->strategy, over[i].strategy);
+    assert_int_equal(v->block_threads, over[i].threads);
+    assert_int_equal(v->cluster_blocks, over[i].tune[4] - '0');
+    assert_int_equal(v->max_batch, over[i].last);
+    assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, over[i].last + 1);
+    assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
+    assert_contains(flowgen_kernel_source(k), "constexpr int kMw1 = kMw * kClusterBlocks;");
+    assert_contains(flowgen_kernel_source(k), "st.async.shared::cluster.mbarrier::complete_tx::bytes");
+    flowgen_kernel_free(k);
+  }
   opts.tune = NULL;
   expect_tune_refused(&spec, "rcl=3");
 
