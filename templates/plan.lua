@@ -316,6 +316,15 @@ local function tune_number(key, text)
   return v
 end
 
+-- A --tune switch that is on unless key=0; 1 or 0 only.
+local function tune_switch(tune, key)
+  local text = tune[key]
+  if text and text ~= "0" and text ~= "1" then
+    refuse(string.format("tune: %s=%s is not one of 0, 1", key, text))
+  end
+  return text ~= "0"
+end
+
 -- Gemm strategy (grid.cut with v.gemm): large batches of shapes with large
 -- weights, fp32 on the matrix units (tf32x3).  The same persistent grid
 -- takes each layer in turn as a matrix product over a chunk of up to
@@ -544,7 +553,17 @@ local RMMA_ROWS = 8
 -- d481666+, B=8, bf16: D=64, H=256, 8 warps of 2 tiles 37.0 us, 16 of 1
 -- 39.9; D=128, H=128, 4 of 2 38.6, 8 of 1 30.3; D=64, H=64, 2 of 2 27.6,
 -- 4 of 1 19.0); W1 in registers where they hold it.
-local function rmma_layout(spec, tune)
+--
+-- Over a cluster of C > 1 blocks (tune rcl=C, 2 or 4; sm_90, Euler; not
+-- yet run on a GPU): every block computes layer 1 in full (C tiles a warp,
+-- W1 in registers where they hold it), owns 1/C of layer 2's tiles (one a
+-- warp) and the same share of layer 3's inputs; each block sums its warps'
+-- partials of v and sends them to every block (st.async, as the cluster
+-- kernel), which add b3 and the C partials in rank order: every block
+-- keeps the same x.  A step's products are spread over C SMs (rmma: 400
+-- mma a step on one SM at D=64, H=256, about 6 cycles each a scheduler),
+-- for one exchange.
+local function rmma_layout(spec, tune, C)
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
   local tiles = Hp // 16
   local widths = tiles % 2 == 0 and tiles // 2 >= 8 and {2, 1} or {1}
@@ -560,28 +579,40 @@ local function rmma_layout(spec, tune)
     end
     places = {tune.rw1 == "regs"}
   end
+  if C > 1 then
+    if spec.arch < 90 or spec.solver ~= "euler" then return nil end
+    widths = {1}
+  end
   for _, mw in ipairs(widths) do
-    if tiles % mw == 0 then
-      local threads = 32 * (tiles // mw)
+    if tiles % (mw * C) == 0 then
+      local warps = tiles // (mw * C)
+      local threads = 32 * warps
       for _, w1_regs in ipairs(places) do
         -- Shared memory: W1 (16-bit) unless in registers, layer 3's partials
-        -- (a Dp x 8 fp32 tile a warp), the B operands of x and h1.
-        local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * (tiles // mw) * Dp * 8 + 2 * (Dp + Hp) * 8
-        -- Registers a thread: its fragments of W1 (mw Dp / 4, where there),
+        -- (a Dp x 8 fp32 tile a warp), the B operands of x and h1; over a
+        -- cluster, the blocks' sums of the partials (two steps' worth) and
+        -- two mbarriers.
+        local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * warps * Dp * 8 + 2 * (Dp + Hp) * 8
+            + (C > 1 and 2 * C * 4 * Dp * 8 + 16 or 0)
+        -- Registers a thread: its fragments of W1 (C mw Dp / 4, where there),
         -- W2 (mw Hp / 4) and W3 (mw Dp / 4); 3 for one state element, 8 an
         -- element (9 with a stage sum) and 2 a warp (the update's loads in
         -- flight) for several, at most 8; 42 more.  ptxas 13.0, sm_90: 122
         -- at D=64, H=256 with one tile a warp; 201 at D=160, H=128; D=80,
         -- H=240 spills at 136 and D=200, H=80 (11 elements) at 255 with Heun.
-        local per_thread = (8 * Dp + threads - 1) // threads
+        -- Over a cluster a thread takes whole float4s of v (4 elements each).
+        local per_thread = C > 1 and 4 * ((2 * Dp + threads - 1) // threads)
+            or (8 * Dp + threads - 1) // threads
         local multi = #solvers[spec.solver].c > 1
         local elements = per_thread == 1 and 3
-            or (multi and 9 or 8) * per_thread + 2 * (tiles // mw)
-        local regs = mw * (Hp + Dp + (w1_regs and Dp or 0)) // 4 + elements + 42 + 8 * (mw - 1)
+            or (multi and 9 or 8) * per_thread + 2 * warps
+        local regs = mw * (Hp + Dp + (w1_regs and C * Dp or 0)) // 4 + elements + 42 + 8 * (mw - 1)
         local limit = math.min(255, 65536 // threads // 8 * 8)
-        if regs <= limit and threads <= 1024 and per_thread <= 8 then
+        if regs <= limit and threads <= 1024 and per_thread <= 8
+            and (C == 1 or shared <= shared_limit(spec.arch)) then
           return {dim_pad = Dp, hidden_pad = Hp, warp_tiles = mw, w1_regs = w1_regs,
-                  threads = threads, shared = shared}
+                  threads = threads, shared = shared, cluster = C,
+                  name = C > 1 and "rmma_c" .. C or "rmma"}
         end
       end
     end
@@ -594,7 +625,7 @@ local function rmma_plan(spec, tune)
   if tune.rmma == "0" then return nil end
   if spec.arch < 80 or tune.strategy == "tiled" then return nil end
   if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return nil end
-  local l = rmma_layout(spec, tune)
+  local l = rmma_layout(spec, tune, 1)
   if not l and (tune.rmw or tune.rw1) then
     refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",
                          tune.rmw or "any", tune.rw1 or "any", spec.dim, spec.hidden))
@@ -603,46 +634,10 @@ local function rmma_plan(spec, tune)
 end
 
 local function rmma(spec, params_floats, tune, l)
-  return variant(spec, params_floats, l.name or "rmma", "rmma.cut",
-                 {threads = l.threads, rows = RMMA_ROWS, blocks = l.cluster or 1, shared = l.shared},
+  return variant(spec, params_floats, l.name, "rmma.cut",
+                 {threads = l.threads, rows = RMMA_ROWS, blocks = l.cluster, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
                   w1_regs = l.w1_regs})
-end
-
--- rmma over a cluster of C blocks (tune rcl=C, 2 or 4; sm_90, Euler; not
--- yet run on a GPU): every block computes layer 1 in full (W1 in registers
--- where they hold it), owns 1/C of layer 2's tiles (one a warp) and the
--- same share of layer 3's inputs; each block sums its warps' partials of v
--- and sends them to every block (st.async, as the cluster kernel), which
--- add b3 and the C partials in rank order: every block keeps the same x.
--- A step's products are spread over C SMs (rmma: 400 mma a step on one SM
--- at D=64, H=256, about 6 cycles each a scheduler), for one exchange.
-local function rmma_cluster_layout(spec, tune, C)
-  if spec.arch < 90 or spec.solver ~= "euler" then return nil end
-  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
-  local tiles = Hp // 16
-  if tiles % C ~= 0 then return nil end
-  local warps = tiles // C
-  local threads = 32 * warps
-  local words = 2 * Dp  -- float4s of v (Dp x 8 fp32)
-  local per_thread = 4 * ((words + threads - 1) // threads)
-  local places = {true, false}
-  if tune.rw1 then places = {tune.rw1 == "regs"} end
-  for _, w1_regs in ipairs(places) do
-    -- Shared memory: W1 unless in registers, the warps' partials, the
-    -- blocks' partials (two steps' worth), the B operands of x and h1, two
-    -- mbarriers.  Registers: W1 (C tiles a warp, where there), W2 and W3
-    -- fragments, 8 an element of x and 2 a warp, 42 more (as rmma_layout).
-    local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * warps * Dp * 8 + 2 * C * 4 * Dp * 8
-        + 2 * (Dp + Hp) * 8 + 16
-    local regs = (Hp + Dp + (w1_regs and C * Dp or 0)) // 4 + 8 * per_thread + 2 * warps + 42
-    if regs <= math.min(255, 65536 // threads // 8 * 8) and per_thread <= 8
-        and shared <= shared_limit(spec.arch) then
-      return {dim_pad = Dp, hidden_pad = Hp, warp_tiles = 1, w1_regs = w1_regs,
-              threads = threads, shared = shared, cluster = C, name = "rmma_c" .. C}
-    end
-  end
-  return nil
 end
 
 -- The matrix-unit kind of each precision.  fp32 uses tf32x3 (fp32
@@ -709,18 +704,12 @@ return function(spec)
   -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
   -- 32 take two; of 8 blocks, 8 clusters).  fp32 in every precision.
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
-  if tune.l2w and tune.l2w ~= "0" and tune.l2w ~= "1" then
-    refuse("tune: l2w=" .. tune.l2w .. " is not one of 0, 1")
-  end
-  local l2_by_warp = tune.l2w ~= "0"
+  local l2_by_warp = tune_switch(tune, "l2w")
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
   -- x each: half the loads of x; tune l1p=0: a unit over all of x a
   -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
   -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0.
-  if tune.l1p and tune.l1p ~= "0" and tune.l1p ~= "1" then
-    refuse("tune: l1p=" .. tune.l1p .. " is not one of 0, 1")
-  end
-  local l1_pairs = tune.l1p ~= "0"
+  local l1_pairs = tune_switch(tune, "l1p")
   local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
   if clusters_at_once < 1 then
@@ -733,7 +722,7 @@ return function(spec)
   if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
     refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
   end
-  local rmc = rcl and rcl > 0 and rmma_cluster_layout(spec, tune, rcl)
+  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
   if rmc then
     local v = rmma(spec, params_floats, tune, rmc)
     v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
