@@ -397,13 +397,18 @@ static void test_rmma_compiles(void **state) {
    * 2 blocks of 3 warps (D=40, H=96), W1 in shared memory */
   static const struct {
     int dim, hidden;
-    const char *tune;
-  } clusters[] = {{64, 256, "rcl=4"}, {24, 64, "rcl=4"}, {40, 96, "rcl=2"},
-                  {64, 256, "rcl=4,rw1=smem"}};
+    const char *tune, *strategy;
+  } clusters[] = {{64, 256, "rcl=4", "rmma_c4"}, {24, 64, "rcl=4", "rmma_c4"},
+                  {40, 96, "rcl=2", "rmma_c2"}, {64, 256, "rcl=4,rw1=smem", "rmma_c4"}};
   for (size_t i = 0; i < sizeof clusters / sizeof *clusters; ++i) {
     flowgen_spec spec = fg_test_spec(clusters[i].dim, clusters[i].hidden, 4, 90);
     spec.precision = i % 2 ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16;
-    compile_clean_tuned(&spec, clusters[i].tune);
+    flowgen_options opts = {.tune = clusters[i].tune};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, clusters[i].strategy);
+    flowgen_kernel_free(k);
+    compile_clean_tuned(&spec, opts.tune);
   }
 }
 
