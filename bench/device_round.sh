@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|wgstream|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -47,7 +47,9 @@
 #   profile   ncu (where the machine lets it read the counters) over one
 #             B=8 launch of the cluster kernel (fp32) and of rmma (bf16) at
 #             the default shape: warp stalls (by reason and by SASS line,
-#             profile-*-sass.csv), pipes, shared-memory traffic
+#             profile-*-sass.csv), pipes, shared-memory traffic;
+#             PROFILE_PRECISIONS, PROFILE_KERNELS (a regex) and PROFILE_BATCH
+#             profile others (e.g. tf32, wgstream, 65536)
 #   steps     fp32 and bf16 at D=64, H=256 with S = 1 to 32 at B = 1 and 8:
 #             the fixed cost and the cost of a step (and with l2w=0)
 #   layer2    the cluster kernel's layer 2 by warp and by lanes (l2w=0), of
@@ -55,6 +57,9 @@
 #             at B=8, compute-sanitizer over it
 #   rcl       rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2): its GPU
 #             tests, bf16 and fp16 from B=1 to 384, compute-sanitizer
+#   wgstream  the streamed warpgroup kernel (tf32): its GPU tests, then tf32
+#             at B = 2113 to 262144 with and without it and tuned,
+#             compute-sanitizer over it
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
@@ -64,7 +69,7 @@
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs and rcl (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, rcl and wgstream (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -258,18 +263,18 @@ for what in "$@"; do
     build/probe | tee "$out/probe.txt" || status=1 ;;
   profile)
     ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-    for p in fp32 bf16; do
-      timeout 300 "$ncu" --clock-control none --section WarpStateStats --section SchedulerStats \
-        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
-        --section SourceCounters --print-details all \
+    for p in ${PROFILE_PRECISIONS:-fp32 bf16}; do
+      timeout 300 "$ncu" --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section LaunchStats --section SourceCounters --print-details all \
         --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-        -o "$out/profile-$p" -k 'regex:cluster4_r1|rmma' -s 20 -c 1 build/bench --quick --no-startup \
-        --no-baseline --warmup-ms 0 --precisions $p --shapes 64,256,32 --batches 8 \
+        -o "$out/profile-$p" -k "regex:${PROFILE_KERNELS:-cluster4_r1|rmma}" -s 20 -c 1 build/bench --quick \
+        --no-startup --no-baseline --warmup-ms 0 --precisions $p --shapes 64,256,32 --batches "${PROFILE_BATCH:-8}" \
         > "$out/profile-$p.log" 2>&1 || status=1
       "$ncu" --import "$out/profile-$p.ncu-rep" --print-details all > "$out/profile-$p.txt" 2>&1
       "$ncu" --import "$out/profile-$p.ncu-rep" --page source --csv --print-source sass \
         > "$out/profile-$p-sass.csv" 2>&1
-      grep -E 'stalled|Issued|Pipe|Warp Cycles|Eligible|Duration' "$out/profile-$p.txt" | head -60
+      grep -E 'stalled|Issued|Pipe|Warp Cycles|Eligible|Duration|Throughput|L2|Hit' "$out/profile-$p.txt" | head -80
     done ;;
   layer2)
     # The cluster kernel's layer 2 by warp (default) and by lanes (l2w=0),
@@ -307,6 +312,21 @@ for what in "$@"; do
       FLOWGEN_TUNE=rcl=4 sanitizer rcl4 $tool --light --only rmma
       FLOWGEN_TUNE=rcl=2 sanitizer rcl2 $tool --light --only rmma
     done ;;
+  wgstream)
+    # The streamed warpgroup kernel (tf32 on wgmma, weights from L2): its GPU
+    # tests; where they pass, tf32 at B = 2113 to 262144 as planned, without
+    # it (the mma kernels), in blocks alone (wsc=1), with 32 outputs a chunk
+    # (wsn=32), from batch 2113 (wsfrom); compute-sanitizer over it from
+    # batch 2113.
+    filtered_tests wgstream 'test_wgstream_strategy'
+    if grep -q PASSED "$out/wgstream-tests.log"; then
+      time_tunes wgstream tf32 2113,8448,16896,16897,65536,262144 "" wgstream=0 wsc=1 wsn=32 wsc=1,wsn=32 \
+        wsfrom=2113
+      for tool in memcheck racecheck synccheck; do
+        FLOWGEN_TUNE=wsfrom=2113 sanitizer wgstream $tool --light --only wgstream
+        FLOWGEN_TUNE=wsfrom=2113,wsc=1 sanitizer wgstream1 $tool --light --only wgstream
+      done
+    fi ;;
   steps)
     # The fixed cost (launch, weights into registers) and the cost of a
     # step: T(S) = a + b S at B = 1 and 8, each precision's small-batch kernel.

@@ -53,8 +53,9 @@ local function mma_weights(kind, D, H)
   return mma_reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"}
 end
 
--- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil.
-local function params_layout(D, H, mma_kind, scratch_floats, wg, rm)
+-- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil;
+-- rm: the same for rmma; ws: wgstream's layout (wgstream_layout), or nil.
+local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -83,6 +84,11 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm)
   end
   if wg then  -- the warpgroup kernel's, copied into shared memory: see wgmma.cut
     copies("g", wg[1], wg[2], wg[3], "wgmma: %d outputs x %d inputs, 8 x 8 core matrices")
+  end
+  if ws then  -- the streamed warpgroup kernel's, piece by piece: see wgstream.cut
+    segments[#segments + 1] = {"ws", ws.floats,
+      string.format("tf32 copy of W1, W2, W3 for wgmma, in %d pieces as streamed (D, H padded to %d, %d)",
+                    #ws.pieces, ws.dim_pad, ws.hidden_pad)}
   end
   if rm then  -- the register-resident kernel's: see rmma.cut
     copies("r", rm[1], rm[2], rm[3], "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
@@ -540,6 +546,68 @@ local function wgmma(spec, params_floats, tune, groups)
   })
 end
 
+-- Streamed warpgroup strategy (wgstream.cut): tf32 on wgmma (sm_90a, Euler),
+-- D up to 64 and H up to 256 (rounded up to 16 and 32).  tf32 weights take
+-- 4 bytes (394 KB at D=64, H=256: more than a block's shared memory), so
+-- they stream from L2 through a ring of shared-memory stages (bulk copies
+-- completing on mbarriers, issued by a producer warpgroup), in the order
+-- the products use them; each of 2 warpgroups owns 64 samples with h1 in
+-- registers.  Layer 2 goes by chunks of n_chunk outputs (64 where they
+-- split H evenly, else 32), each chunk's SiLU the A operand of layer 3's
+-- inputs there at once (h2 is never whole).  Over a cluster of 2 blocks,
+-- each copies half of every piece into both (multicast): half the L2
+-- reads.  Measured on an H200 at D=64, H=256, B=65536: 1288-1307 us with
+-- 64 outputs a chunk over clusters of 2, 1309-1326 in blocks alone, 1340-
+-- 1376 with 32 (the 64-row mma kernel: 4498).  tune wgstream=0: never;
+-- wsn=32|64: outputs a chunk; wsc=1|2: blocks a cluster.
+local WS_GROUPS = 2
+local function wgstream_layout(spec, tune)
+  if tune.wgstream == "0" or spec.arch ~= 90 or not spec.arch_specific then return nil end
+  if spec.solver ~= "euler" or spec.precision ~= "tf32" or tune.strategy == "tiled" then return nil end
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
+  if Dp > 64 or Hp > 256 then return nil end
+  local nc = tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and 64 or 32
+  if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
+  if Hp % nc ~= 0 then return nil end
+  local cluster = tune.wsc and tune_number("wsc", tune.wsc) or 2
+  if cluster ~= 1 and cluster ~= 2 then refuse(string.format("tune: wsc=%d is not one of 1, 2", cluster)) end
+  -- The pieces of one velocity evaluation (each one contiguous in params'
+  -- segment ws, in this order): layer 1 by 16 inputs (all outputs), then
+  -- for each chunk of layer 2's outputs its inputs by 128 (kc) and layer
+  -- 3's weights on the chunk's outputs.
+  local kc = math.min(128, Hp)
+  local pieces, offset, largest = {}, 0, 0
+  local function piece(layer, n0, n, k0, k)
+    pieces[#pieces + 1] = {layer = layer, n0 = n0, n = n, k0 = k0, k = k, offset = offset}
+    offset = offset + n * k
+    largest = math.max(largest, 4 * n * k)
+  end
+  for k0 = 0, Dp - 16, 16 do piece(1, 0, Hp, k0, 16) end
+  for n0 = 0, Hp - nc, nc do
+    for k0 = 0, Hp - 1, kc do piece(2, n0, nc, k0, math.min(kc, Hp - k0)) end
+    piece(3, 0, Dp, n0, nc)
+  end
+  -- Shared memory: the stages, the state (fp32, Dp / 2 a thread), halved
+  -- b1, t column and b2, b3, then two mbarriers a stage.
+  local fixed = 4 * (Dp // 2) * 128 * WS_GROUPS + 4 * (3 * Hp + Dp)
+  local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (largest + 16))
+  -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
+  -- (layer 2) before it releases one.
+  if stages < math.max(Dp // 16, Hp // kc) then return nil end
+  return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces,
+          floats = offset, stage_bytes = largest, stages = stages, cluster = cluster,
+          shared = stages * largest + fixed + 16 * stages}
+end
+
+local function wgstream(spec, params_floats, l)
+  return variant(spec, params_floats, "wgstream", "wgstream.cut",
+                 {threads = 128 * (WS_GROUPS + 1), rows = 64 * WS_GROUPS * l.cluster,
+                  blocks = l.cluster, shared = l.shared}, {
+    dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk,
+    pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages,
+  })
+end
+
 -- Small batches of bf16/fp16 with every weight on one SM (any solver): rmma.cut, a
 -- block of H / 16 warps (H rounded up to 16) a group of 8 samples, W2 and
 -- W3 in registers.  nil where the shape does not fit.
@@ -554,15 +622,16 @@ local RMMA_ROWS = 8
 -- 39.9; D=128, H=128, 4 of 2 38.6, 8 of 1 30.3; D=64, H=64, 2 of 2 27.6,
 -- 4 of 1 19.0); W1 in registers where they hold it.
 --
--- Over a cluster of C > 1 blocks (tune rcl=C, 2 or 4; sm_90, Euler; not
--- yet run on a GPU): every block computes layer 1 in full (C tiles a warp,
+-- Over a cluster of C > 1 blocks (tune rcl=C, 2 or 4; sm_90, Euler): every block computes layer 1 in full (C tiles a warp,
 -- W1 in registers where they hold it), owns 1/C of layer 2's tiles (one a
 -- warp) and the same share of layer 3's inputs; each block sums its warps'
 -- partials of v and sends them to every block (st.async, as the cluster
 -- kernel), which add b3 and the C partials in rank order: every block
 -- keeps the same x.  A step's products are spread over C SMs (rmma: 400
 -- mma a step on one SM at D=64, H=256, about 6 cycles each a scheduler),
--- for one exchange.
+-- for one exchange.  Measured on an H200 (bf16, D=64, H=256, B=8): 40.3 us
+-- with 4 blocks, 38.5 with 2, against 34.4 on one SM: the exchange costs
+-- more than the products it spreads, so it is not planned by default.
 local function rmma_layout(spec, tune, C)
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
   local tiles = Hp // 16
@@ -690,6 +759,7 @@ return function(spec)
   -- D=17, H=200, with W1 still in shared memory, 27.7 / 28.8 / 53.6
   -- against the tiled kernel's 546 and wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
   local rm = rmma_plan(spec, tune)  -- its layout
+  local ws = wgstream_layout(spec, tune)
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma) or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
@@ -697,7 +767,8 @@ return function(spec)
   local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
                                                 wg and {wg, wg_pad[1], wg_pad[2]},
-                                                rm and {spec.precision, rm.dim_pad, rm.hidden_pad})
+                                                rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
+                                                ws)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
   -- cluster serves batches up to r times the clusters an H100/H200 runs at
@@ -815,7 +886,13 @@ return function(spec)
     if one then few_last = one - 1 end
     if few.rows_per_block < many.rows_per_block and few_last >= first then add(few, few_last) end
     if one then add(wgmma(spec, params_floats, tune, 1), WG_ROWS * SMS) end
-    add(wg and wgmma(spec, params_floats, tune, WG_GROUPS) or many)
+    -- tf32 with wgstream: in place of the 64-row mma kernel, after mma16
+    -- (measured on an H200 at D=64, H=256: 317 us at B=2113 and 8448, 336
+    -- at 16896, where the mma kernel took 577, 572 and 1133); tune
+    -- wsfrom=N: from batch N, the mma kernel before it.
+    local ws_from = ws and (tune.wsfrom and tune_number("wsfrom", tune.wsfrom) or first)
+    if ws_from and ws_from > first then add(many, ws_from - 1) end
+    add(ws and wgstream(spec, params_floats, ws) or wg and wgmma(spec, params_floats, tune, WG_GROUPS) or many)
   else
     -- fp32 (and the other precisions where the matrix-unit kernel does not
     -- fit): the tiled FMA kernel, with 8 samples per block while that
@@ -870,6 +947,7 @@ return function(spec)
     wgmma_pad = wg_pad,
     rmma_kind = rm and spec.precision,
     rmma_pad = rm and {rm.dim_pad, rm.hidden_pad},
+    wgstream = ws,
     variants = variants,
   }
 end

@@ -857,6 +857,89 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
 }
 
+/* The streamed warpgroup variant: tf32, Euler, sm_90a, D up to 64 and H up
+ * to 256 (rounded up to 16 and 32), in place of the 64-row mma kernel
+ * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
+ * consumer warpgroups and a producer one, 128 samples a block, clusters of
+ * 2 (wsc=1: none); its pieces in params' segment ws, in the order the
+ * producer copies them: layer 1 by 16 inputs, then for each chunk of 64
+ * outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer 3 on them. */
+static void test_wgstream_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  assert_false(has_strategy(&spec, NULL, "wgstream"));
+  spec.arch_specific = true;
+  assert_false(has_strategy(&spec, "wgstream=0", "wgstream"));
+  flowgen_options opts = {0};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const flowgen_variant *v = find_strategy(k, "wgstream");
+  assert_non_null(v);
+  assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  assert_int_equal(v->min_batch, 16 * 132 + 1);
+  assert_int_equal(find_strategy(k, "mma16")->max_batch, 16 * 132);
+  assert_null(find_strategy(k, "mma"));
+  assert_int_equal(v->block_threads, 384);
+  assert_int_equal(v->rows_per_block, 256);
+  assert_int_equal(v->cluster_blocks, 2);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 ");
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 ");
+  assert_contains(src, "multicast::cluster");
+  /* 4 pieces of W1, then 4 chunks of two W2 pieces and a W3 one; the
+   * segment holds every tf32 weight once */
+  assert_contains(src, "in 16 pieces as streamed");
+  assert_contains(src, "put(r, w + 0, 16384);  // W1, outputs 0-255, inputs 0-15");
+  assert_contains(src, "put(r, w + 65536, 32768);  // W2, outputs 0-63, inputs 0-127\n"
+                       "    put(r, w + 98304, 32768);  // W2, outputs 0-63, inputs 128-255\n"
+                       "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
+  assert_contains(src, "constexpr int kStages = 5;");
+  assert_contains(src, "chunk_end<true>(c, d2, d3, b2p, t, pc);");
+  flowgen_kernel_free(k);
+
+  opts.tune = "wsc=1,wsn=32,wsfrom=5000";
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "wgstream");
+  assert_int_equal(v->cluster_blocks, 1);
+  assert_int_equal(v->rows_per_block, 128);
+  assert_int_equal(v->min_batch, 5000);
+  assert_int_equal(find_strategy(k, "mma")->max_batch, 4999);
+  src = flowgen_kernel_source(k);
+  assert_false(strstr(src, "multicast::cluster"));
+  assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
+  assert_contains(src, "in 28 pieces as streamed");
+  assert_contains(src, "put(r, w + 81920, 16384);  // W2, outputs 0-31, inputs 128-255\n"
+                       "    put(r, w + 98304, 8192);  // W3, outputs 0-63, inputs 0-31");
+  assert_contains(src, "constexpr int kStages = 11;");
+  assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
+  flowgen_kernel_free(k);
+
+  /* D=17, H=200: 32 and 224 (chunks of 32); layer 2's inputs as 128 and 96 */
+  spec = fg_test_spec(17, 200, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  spec.arch_specific = true;
+  opts.tune = NULL;
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kDp = 32;");
+  assert_contains(src, "constexpr int kHp = 224;");
+  assert_contains(src, "constexpr int kNC = 32;");
+  assert_contains(src, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
+  flowgen_kernel_free(k);
+
+  /* none: bf16, another solver, plain sm_90, D above 64, H above 256 */
+  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
+                                   {65, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                   {64, 257, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(none, sizeof none / sizeof *none, true, "wgstream");
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  spec.arch_specific = true;
+  expect_tune_refused(&spec, "wsn=48");
+  expect_tune_refused(&spec, "wsc=4");
+}
+
 /* The register-resident kernel (bf16/fp16, sm_80 and newer; every
  * solver) from
  * batch 0 to 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none) in place of the
@@ -1346,6 +1429,7 @@ int main(void) {
       cmocka_unit_test(test_variants_are_consistent),
       cmocka_unit_test(test_gemm_plan),
       cmocka_unit_test(test_wgmma_plan),
+      cmocka_unit_test(test_wgstream_plan),
       cmocka_unit_test(test_rmma_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_tiled_stages),

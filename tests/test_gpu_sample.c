@@ -623,6 +623,26 @@ static void test_wgmma_strategy(void **state) {
   check_wgmma_variant("wgpp=1", "wgmma");
 }
 
+/* The streamed warpgroup variant (tf32, Euler, sm_90) at the tf32
+ * tolerance (1e-4): its first batch, a block with one warpgroup idle
+ * (first + 64; over a cluster of 2, its second block without samples), a
+ * warpgroup with one sample, batches of no multiple of 128; D and H of no
+ * multiple of 16 and 32; blocks alone (wsc=1) and 32 outputs a chunk. */
+static void test_wgstream_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_TF32},
+                                         {17, 200, 4, FLOWGEN_PRECISION_TF32},
+                                         {3, 100, 5, FLOWGEN_PRECISION_TF32},
+                                         {64, 64, 3, FLOWGEN_PRECISION_TF32}};
+  const size_t n = sizeof shapes / sizeof *shapes;
+  check_variant_within(NULL, "wgstream", shapes, n, 1e-4);
+  check_variant_within("wsc=1", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wsn=32", "wgstream", shapes, 1, 1e-4);
+  check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
+}
+
 /* The register-resident kernel (bf16 and fp16, sm_80 and newer;
  * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
  * shapes whose D and H are no multiple of 16, the largest D it takes, two
@@ -736,6 +756,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
+      cmocka_unit_test(test_wgstream_strategy),
       cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_cluster_layer2),

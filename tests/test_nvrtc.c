@@ -354,6 +354,33 @@ static void test_wgmma_compiles(void **state) {
   }
 }
 
+/* The streamed warpgroup variant (tf32, sm_90a) compiles without warnings
+ * (no serialized wgmma) or spills: the default shape, blocks alone (wsc=1),
+ * 32 outputs a chunk (wsn=32), D and H of no multiple of 16 and 32 (H=200:
+ * layer 2's inputs in a piece of 128 and one of 96), the smallest shapes. */
+static void test_wgstream_compiles(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const struct {
+    int dim, hidden;
+    const char *tune;
+  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"},
+               {17, 200, NULL}, {3, 100, "wsc=1"},  {1, 1, NULL}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
+    spec.precision = FLOWGEN_PRECISION_TF32;
+    spec.arch_specific = true;
+    flowgen_options opts = {.tune = cases[i].tune};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+    assert_string_equal(last->strategy, "wgstream");
+    flowgen_kernel_free(k);
+    compile_clean_tuned(&spec, cases[i].tune);
+  }
+}
+
 /* The register-resident kernel compiles without warnings or spills where
  * the planner takes a shape (tune rmma=1000: up to batch 1000):
  * the default shape, D and H of no multiple of 16, the largest D for
@@ -564,6 +591,7 @@ int main(void) {
       cmocka_unit_test(test_precisions_compile),
       cmocka_unit_test(test_tuned_variants_compile),
       cmocka_unit_test(test_wgmma_compiles),
+      cmocka_unit_test(test_wgstream_compiles),
       cmocka_unit_test(test_rmma_compiles),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
