@@ -927,7 +927,7 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
   flowgen_kernel_free(k);
 
-  /* none: bf16, another solver, plain sm_90, D above 64, H above 256 */
+  /* none: bf16, another solver, D above 64, H above 256 (plain sm_90: above) */
   static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
                                    {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
                                    {65, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},

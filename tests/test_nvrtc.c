@@ -316,6 +316,21 @@ static void test_tuned_variants_compile(void **state) {
   }
 }
 
+/* D x H (S=4) in `precision` for sm_90a under `tune`: the plan's last
+ * variant is `strategy`, and the file compiles clean. */
+static void last_compiles_clean(int dim, int hidden, flowgen_precision precision, const char *tune,
+                                const char *strategy) {
+  flowgen_spec spec = fg_test_spec(dim, hidden, 4, 90);
+  spec.precision = precision;
+  spec.arch_specific = true;
+  flowgen_options opts = {.tune = tune};
+  flowgen_kernel *k = NULL;
+  assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+  assert_string_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->strategy, strategy);
+  flowgen_kernel_free(k);
+  compile_clean_tuned(&spec, tune);
+}
+
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
  * without warnings (ptxas reports wgmma it must serialize) or spills: 128
  * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
@@ -340,18 +355,8 @@ static void test_wgmma_compiles(void **state) {
       {80, 240, FLOWGEN_PRECISION_BF16, NULL},
       {160, 200, FLOWGEN_PRECISION_FP16, NULL},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
-    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
-    spec.precision = cases[i].precision;
-    spec.arch_specific = true;
-    flowgen_options opts = {.tune = cases[i].tune};
-    flowgen_kernel *k = NULL;
-    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
-    const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
-    assert_string_equal(last->strategy, "wgmma");
-    flowgen_kernel_free(k);
-    compile_clean_tuned(&spec, cases[i].tune);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
+    last_compiles_clean(cases[i].dim, cases[i].hidden, cases[i].precision, cases[i].tune, "wgmma");
 }
 
 /* The streamed warpgroup variant (tf32, sm_90a) compiles without warnings
@@ -367,18 +372,8 @@ static void test_wgstream_compiles(void **state) {
     const char *tune;
   } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"},
                {17, 200, NULL}, {3, 100, "wsc=1"},  {1, 1, NULL}};
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
-    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
-    spec.precision = FLOWGEN_PRECISION_TF32;
-    spec.arch_specific = true;
-    flowgen_options opts = {.tune = cases[i].tune};
-    flowgen_kernel *k = NULL;
-    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
-    const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
-    assert_string_equal(last->strategy, "wgstream");
-    flowgen_kernel_free(k);
-    compile_clean_tuned(&spec, cases[i].tune);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
+    last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_TF32, cases[i].tune, "wgstream");
 }
 
 /* The register-resident kernel compiles without warnings or spills where
