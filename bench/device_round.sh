@@ -316,15 +316,13 @@ for what in "$@"; do
     # The streamed warpgroup kernel (tf32 on wgmma, weights from L2): its GPU
     # tests; where they pass, tf32 at B = 2113 to 262144 as planned, without
     # it (the mma kernels), in blocks alone (wsc=1), with 32 outputs a chunk
-    # (wsn=32), from batch 2113 (wsfrom); compute-sanitizer over it from
-    # batch 2113.
+    # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,8448,16896,16897,65536,262144 "" wgstream=0 wsc=1 wsn=32 wsc=1,wsn=32 \
-        wsfrom=2113
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32
       for tool in memcheck racecheck synccheck; do
-        FLOWGEN_TUNE=wsfrom=2113 sanitizer wgstream $tool --light --only wgstream
-        FLOWGEN_TUNE=wsfrom=2113,wsc=1 sanitizer wgstream1 $tool --light --only wgstream
+        sanitizer wgstream $tool --light --only wgstream
+        FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
       done
     fi ;;
   steps)
