@@ -746,6 +746,15 @@ static void test_gemm_plan(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
 }
 
+/* D x H, S=4, in `precision` for sm_90a (sm_90 with its arch-specific
+ * features: the wgmma variants). */
+static flowgen_spec sm90a_spec(int dim, int hidden, flowgen_precision precision) {
+  flowgen_spec spec = fg_test_spec(dim, hidden, 4, 90);
+  spec.precision = precision;
+  spec.arch_specific = true;
+  return spec;
+}
+
 /* The wgmma variant: for bf16 and fp16 with the Euler solver on sm_90a (the
  * arch-specific target: not plain sm_90, whose nvcc builds have no wgmma),
  * where D (rounded up to 16) is at most 160, H at most 256 and the weights
@@ -781,9 +790,7 @@ static void test_wgmma_plan(void **state) {
 
   /* fp16, D=17, H=200: rounded up to 32 and 208; 208 outputs as three
    * wgmma of 64 and one of 16 (128 does not split 208 evenly) */
-  spec = fg_test_spec(17, 200, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_FP16;
-  spec.arch_specific = true;
+  spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP16);
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
@@ -805,9 +812,7 @@ static void test_wgmma_plan(void **state) {
                                    {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
                                    {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
   expect_no_strategy(none, sizeof none / sizeof *none, true, "wgmma");
-  spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_BF16;
-  spec.arch_specific = true;
+  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_BF16);
   expect_tune_refused(&spec, "wgn=96");
 
   /* One warpgroup (64 samples) a block from the first batch the small-batch
@@ -915,9 +920,7 @@ static void test_wgstream_plan(void **state) {
   flowgen_kernel_free(k);
 
   /* D=17, H=200: 32 and 224 (chunks of 32); layer 2's inputs as 128 and 96 */
-  spec = fg_test_spec(17, 200, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  spec.arch_specific = true;
+  spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_TF32);
   opts.tune = NULL;
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
@@ -933,9 +936,7 @@ static void test_wgstream_plan(void **state) {
                                    {65, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
                                    {64, 257, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
   expect_no_strategy(none, sizeof none / sizeof *none, true, "wgstream");
-  spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  spec.arch_specific = true;
+  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
   expect_tune_refused(&spec, "wsn=48");
   expect_tune_refused(&spec, "wsc=4");
 }
