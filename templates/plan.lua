@@ -759,7 +759,7 @@ return function(spec)
   -- D=17, H=200, with W1 still in shared memory, 27.7 / 28.8 / 53.6
   -- against the tiled kernel's 546 and wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
   local rm = rmma_plan(spec, tune)  -- its layout
-  local ws = wgstream_layout(spec, tune)
+  local ws = mma_kind and wgstream_layout(spec, tune)  -- (planned beside the mma kernels only)
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma) or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
