@@ -624,10 +624,11 @@ static void test_wgmma_strategy(void **state) {
 }
 
 /* The streamed warpgroup variant (tf32, Euler, sm_90) at the tf32
- * tolerance (1e-4): its first batch, a block with one warpgroup idle
- * (first + 64; over a cluster of 2, its second block without samples), a
- * warpgroup with one sample, batches of no multiple of 128; D and H of no
- * multiple of 16 and 32; blocks alone (wsc=1) and 32 outputs a chunk. */
+ * tolerance (1e-4): its first batch (2113) and four more of no multiple of
+ * 128, whose last cluster of 2 holds 65, 129, 130, 41 and 133 samples (a
+ * second block without samples, warpgroups with one sample or none); D and
+ * H of no multiple of 16 and 32; blocks alone (wsc=1) and 32 outputs a
+ * chunk. */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
