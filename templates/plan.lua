@@ -87,8 +87,11 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws)
   end
   if ws then  -- the streamed warpgroup kernel's, piece by piece: see wgstream.cut
     segments[#segments + 1] = {"ws", ws.floats,
-      string.format("tf32 copy of W1, W2, W3 for wgmma, in %d pieces as streamed (D, H padded to %d, %d)",
-                    #ws.pieces, ws.dim_pad, ws.hidden_pad)}
+      string.format("tf32 copy of W1, W2, W3 for wgmma, in %d pieces as streamed (D, H padded to %d, %d)%s",
+                    #ws.pieces, ws.dim_pad, ws.hidden_pad, ws.split and ": their high parts" or "")}
+    if ws.split then
+      segments[#segments + 1] = {"wsl", ws.floats, "the low parts of ws (each weight less its high part, as tf32)"}
+    end
   end
   if rm then  -- the register-resident kernel's: see rmma.cut
     copies("r", rm[1], rm[2], rm[3], "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
@@ -561,12 +564,19 @@ end
 -- 1376 with 32 (the 64-row mma kernel: 4498).  tune wgstream=0: never;
 -- wsn=32|64: outputs a chunk; wsc=1|2: blocks a cluster.
 local WS_GROUPS = 2
+--
+-- fp32 (wgstream3.cut; tune ws3=1, not yet run on a GPU): the same as
+-- three tf32 products (tf32x3), the weights' high and low parts streamed
+-- together, one consumer warpgroup a block (h1's low part, 64 KB, in
+-- shared memory), 32 outputs a chunk.
 local function wgstream_layout(spec, tune)
   if tune.wgstream == "0" or spec.arch ~= 90 or not spec.arch_specific then return nil end
-  if spec.solver ~= "euler" or spec.precision ~= "tf32" or tune.strategy == "tiled" then return nil end
+  if spec.solver ~= "euler" or tune.strategy == "tiled" then return nil end
+  local split = spec.precision == "fp32"  -- tf32x3
+  if spec.precision ~= "tf32" and not (split and tune_switch(tune, "ws3") and tune.ws3) then return nil end
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
   if Dp > 64 or Hp > 256 then return nil end
-  local nc = tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and 64 or 32
+  local nc = split and 32 or tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and 64 or 32
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
   if Hp % nc ~= 0 then return nil end
   local cluster = tune.wsc and tune_number("wsc", tune.wsc) or 2
@@ -587,21 +597,25 @@ local function wgstream_layout(spec, tune)
     for k0 = 0, Hp - 1, kc do piece(2, n0, nc, k0, math.min(kc, Hp - k0)) end
     piece(3, 0, Dp, n0, nc)
   end
-  -- Shared memory: the stages, the state (fp32, Dp / 2 a thread), halved
-  -- b1, t column and b2, b3, then two mbarriers a stage.
-  local fixed = 4 * (Dp // 2) * 128 * WS_GROUPS + 4 * (3 * Hp + Dp)
-  local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (largest + 16))
+  -- Shared memory: the stages (split: a piece's high and low parts), h1's
+  -- low part (split), the state (fp32, Dp / 2 a consumer thread), b1, t
+  -- column, b2, b3, then two mbarriers a stage.
+  local groups = split and 1 or WS_GROUPS
+  local stage_bytes = (split and 2 or 1) * largest
+  local fixed = (split and 4 * 64 * Hp or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
+  local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (stage_bytes + 16))
   -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
   -- (layer 2) before it releases one.
   if stages < math.max(Dp // 16, Hp // kc) then return nil end
   return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces,
-          floats = offset, stage_bytes = largest, stages = stages, cluster = cluster,
-          shared = stages * largest + fixed + 16 * stages}
+          floats = offset, stage_bytes = stage_bytes, stages = stages, cluster = cluster,
+          split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
 
 local function wgstream(spec, params_floats, l)
-  return variant(spec, params_floats, "wgstream", "wgstream.cut",
-                 {threads = 128 * (WS_GROUPS + 1), rows = 64 * WS_GROUPS * l.cluster,
+  return variant(spec, params_floats, l.split and "wgstream3" or "wgstream",
+                 l.split and "wgstream3.cut" or "wgstream.cut",
+                 {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
                   blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk,
     pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages,
@@ -900,7 +914,9 @@ return function(spec)
     -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
     local few = tiled(spec, params_floats, 8, "8", 1, nil, tstages)
     local many = tiled(spec, params_floats, 32, "", 1, nil, tstages)
-    local x3 = mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
+    -- (tune ws3=1: wgstream3 in place of the mma kernel's tf32x3)
+    local x3 = ws and ws.split and wgstream(spec, params_floats, ws)
+        or mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
     local wide = gemm_ok and gemm(spec, params_floats, mma_weights(mma_kind, spec.dim, spec.hidden), tune)
     -- tune gfrom: the smallest batch for the gemm variant; at least one
     -- variant that is not a grid comes before it (the fallback where the
