@@ -60,6 +60,9 @@
 #   wgstream  the streamed warpgroup kernel (tf32): its GPU tests, then tf32
 #             at B = 2113 to 262144 with and without it and tuned,
 #             compute-sanitizer over it
+#   wgstream3 fp32 as tf32x3 on the streamed kernel (tune ws3=1): its GPU
+#             tests, fp32 at B = 8449 to 262144 with and without it,
+#             compute-sanitizer over it
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
@@ -69,7 +72,7 @@
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, rcl and wgstream (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -323,6 +326,17 @@ for what in "$@"; do
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
+      done
+    fi ;;
+  wgstream3)
+    # fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1): its GPU
+    # tests; where they pass, fp32 at B = 8449 to 262144 as planned and
+    # with it (over clusters of 2 and in blocks alone); compute-sanitizer.
+    filtered_tests wgstream3 'test_wgstream3_strategy'
+    if grep -q PASSED "$out/wgstream3-tests.log"; then
+      time_tunes wgstream3 fp32 8449,16896,65536,262144 "" ws3=1 ws3=1,wsc=1
+      for tool in memcheck racecheck synccheck; do
+        FLOWGEN_TUNE=ws3=1 sanitizer wgstream3 $tool --light --only wgstream3
       done
     fi ;;
   steps)

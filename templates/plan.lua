@@ -599,10 +599,11 @@ local function wgstream_layout(spec, tune)
   end
   -- Shared memory: the stages (split: a piece's high and low parts), h1's
   -- low part (split), the state (fp32, Dp / 2 a consumer thread), b1, t
-  -- column, b2, b3, then two mbarriers a stage.
+  -- column, b2, b3, then two mbarriers a stage (split: and a word, in 16
+  -- bytes).
   local groups = split and 1 or WS_GROUPS
   local stage_bytes = (split and 2 or 1) * largest
-  local fixed = (split and 4 * 64 * Hp or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
+  local fixed = (split and 4 * 64 * Hp + 16 or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
   local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (stage_bytes + 16))
   -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
   -- (layer 2) before it releases one.

@@ -644,6 +644,23 @@ static void test_wgstream_strategy(void **state) {
   check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
 }
 
+/* fp32 as tf32x3 on the streamed warpgroup kernel (FLOWGEN_TUNE=ws3=1)
+ * at fp32's tolerance (1e-6): its first batch and four more (the last
+ * cluster of 2 with a block without samples, a block with one), D and H of
+ * no multiple of 16 and 32, blocks alone (wsc=1). */
+static void test_wgstream3_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32},
+                                         {17, 200, 4, FLOWGEN_PRECISION_FP32},
+                                         {3, 100, 5, FLOWGEN_PRECISION_FP32},
+                                         {64, 64, 3, FLOWGEN_PRECISION_FP32}};
+  const size_t n = sizeof shapes / sizeof *shapes;
+  check_variant_within("ws3=1", "wgstream3", shapes, n, 1e-6);
+  check_variant_within("ws3=1,wsc=1", "wgstream3", shapes, n, 1e-6);
+}
+
 /* The register-resident kernel (bf16 and fp16, sm_80 and newer;
  * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
  * shapes whose D and H are no multiple of 16, the largest D it takes, two
@@ -758,6 +775,7 @@ int main(void) {
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_wgstream_strategy),
+      cmocka_unit_test(test_wgstream3_strategy),
       cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_cluster_layer2),

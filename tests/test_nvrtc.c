@@ -376,6 +376,21 @@ static void test_wgstream_compiles(void **state) {
     last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_TF32, cases[i].tune, "wgstream");
 }
 
+/* fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1) compiles
+ * without warnings or spills: the default shape over clusters and in
+ * blocks alone, D and H of no multiple of 16 and 32, a small D. */
+static void test_wgstream3_compiles(void **state) {
+  (void)state;
+  skip_without_nvrtc();
+  if (quick()) skip();
+  static const struct {
+    int dim, hidden;
+    const char *tune;
+  } cases[] = {{64, 256, "ws3=1"}, {64, 256, "ws3=1,wsc=1"}, {17, 200, "ws3=1"}, {3, 100, "ws3=1"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
+    last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_FP32, cases[i].tune, "wgstream3");
+}
+
 /* The register-resident kernel compiles without warnings or spills where
  * the planner takes a shape (tune rmma=1000: up to batch 1000):
  * the default shape, D and H of no multiple of 16, the largest D for
@@ -587,6 +602,7 @@ int main(void) {
       cmocka_unit_test(test_tuned_variants_compile),
       cmocka_unit_test(test_wgmma_compiles),
       cmocka_unit_test(test_wgstream_compiles),
+      cmocka_unit_test(test_wgstream3_compiles),
       cmocka_unit_test(test_rmma_compiles),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
