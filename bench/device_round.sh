@@ -331,10 +331,10 @@ for what in "$@"; do
   wgstream3)
     # fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1): its GPU
     # tests; where they pass, fp32 at B = 8449 to 262144 as planned and
-    # with it (over clusters of 2 and in blocks alone); compute-sanitizer.
+    # with it (in blocks alone and over clusters of 2); compute-sanitizer.
     filtered_tests wgstream3 'test_wgstream3_strategy'
     if grep -q PASSED "$out/wgstream3-tests.log"; then
-      time_tunes wgstream3 fp32 8449,16896,65536,262144 "" ws3=1 ws3=1,wsc=1
+      time_tunes wgstream3 fp32 8449,16896,65536,262144 "" ws3=1 ws3=1,wsc=2
       for tool in memcheck racecheck synccheck; do
         FLOWGEN_TUNE=ws3=1 sanitizer wgstream3 $tool --light --only wgstream3
       done

@@ -579,7 +579,7 @@ local function wgstream_layout(spec, tune)
   local nc = split and 32 or tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and 64 or 32
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
   if Hp % nc ~= 0 then return nil end
-  local cluster = tune.wsc and tune_number("wsc", tune.wsc) or 2
+  local cluster = tune.wsc and tune_number("wsc", tune.wsc) or split and 1 or 2
   if cluster ~= 1 and cluster ~= 2 then refuse(string.format("tune: wsc=%d is not one of 1, 2", cluster)) end
   -- The pieces of one velocity evaluation (each one contiguous in params'
   -- segment ws, in this order): layer 1 by 16 inputs (all outputs), then
@@ -603,7 +603,7 @@ local function wgstream_layout(spec, tune)
   -- bytes).
   local groups = split and 1 or WS_GROUPS
   local stage_bytes = (split and 2 or 1) * largest
-  local fixed = (split and 4 * 64 * Hp + 16 or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
+  local fixed = (split and 4 * 64 * (Hp + nc) + 16 or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
   local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (stage_bytes + 16))
   -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
   -- (layer 2) before it releases one.

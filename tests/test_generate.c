@@ -943,10 +943,12 @@ static void test_wgstream_plan(void **state) {
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1; not
  * planned without it): in place of the 64-row mma kernel, one consumer
- * warpgroup and a producer one a block, 64 samples a block over clusters
- * of 2 (wsc=1: none), 32 outputs a chunk; the weights' high parts in
+ * warpgroup and a producer one a block, 64 samples a block, blocks alone
+ * (wsc=2: clusters of 2), 32 outputs a chunk; the weights' high parts in
  * segment ws and their low parts in wsl, each piece copied as both into
- * one stage; h1's low part the A operand from shared memory. */
+ * one stage, a chunk's W2 pieces before the last chunk's W3 piece (the
+ * next chunk's layer 2 in flight during a chunk's SiLU); h1's low part the
+ * A operand from shared memory. */
 static void test_wgstream3_plan(void **state) {
   (void)state;
   flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
@@ -959,26 +961,30 @@ static void test_wgstream3_plan(void **state) {
   assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
   assert_null(find_strategy(k, "mma"));
   assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->rows_per_block, 128);
-  assert_int_equal(v->cluster_blocks, 2);
+  assert_int_equal(v->rows_per_block, 64);
+  assert_int_equal(v->cluster_blocks, 1);
+  assert_int_equal(v->min_batch, 64 * 132 + 1);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
   assert_contains(src, "void product_ss(float (&d)[16]");
+  assert_contains(src, "void product_ss(float (&d)[32]");
   assert_contains(src, "in 28 pieces as streamed (D, H padded to 64, 256): their high parts");
   assert_contains(src, "constexpr int k_wsl = ");
   assert_contains(src, "put(r, hi + 0, 16384, lo + 0);  // W1, outputs 0-255, inputs 0-15");
-  assert_contains(src, "put(r, hi + 98304, 8192, lo + 98304);  // W3, outputs 0-63, inputs 0-31");
+  assert_contains(src, "put(r, hi + 122880, 16384, lo + 122880);  // W2, outputs 32-63, inputs 128-255\n"
+                       "    put(r, hi + 98304, 8192, lo + 98304);  // W3, outputs 0-63, inputs 0-31");
+  assert_contains(src, "put(r, hi + 385024, 8192, lo + 385024);  // W3, outputs 0-63, inputs 224-255\n  }");
   assert_contains(src, "constexpr int kStages = 4;");
   assert_contains(src, "constexpr int kStageBytes = 32768;");
-  assert_contains(src, "multicast::cluster");
+  assert_false(strstr(src, "multicast::cluster"));
   flowgen_kernel_free(k);
 
-  opts.tune = "ws3=1,wsc=1";
+  opts.tune = "ws3=1,wsc=2";
   k = generate(&spec, &opts);
   v = find_strategy(k, "wgstream3");
-  assert_int_equal(v->cluster_blocks, 1);
-  assert_int_equal(v->rows_per_block, 64);
-  assert_false(strstr(flowgen_kernel_source(k), "multicast::cluster"));
+  assert_int_equal(v->cluster_blocks, 2);
+  assert_int_equal(v->rows_per_block, 128);
+  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
   flowgen_kernel_free(k);
 
   /* D=17, H=200: 32 and 224; layer 2's inputs as 128 and 96 */
@@ -988,7 +994,7 @@ static void test_wgstream3_plan(void **state) {
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
   assert_contains(src, "constexpr int kHp = 224;");
-  assert_contains(src, "layer2_piece<128, 96, 12288>(d2, h1, base, pc);  // inputs 128-223");
+  assert_contains(src, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
   flowgen_kernel_free(k);
 }
 
