@@ -60,9 +60,9 @@
 #   wgstream  the streamed warpgroup kernel (tf32): its GPU tests, then tf32
 #             at B = 2113 to 262144 with and without it and tuned,
 #             compute-sanitizer over it
-#   wgstream3 fp32 as tf32x3 on the streamed kernel (tune ws3=1): its GPU
-#             tests, fp32 at B = 8449 to 262144 with and without it,
-#             compute-sanitizer over it
+#   wgstream3 fp32 as tf32x3 on the streamed kernel: its GPU tests, fp32
+#             at B = 1057 to 262144 with and without it, compute-sanitizer
+#             over it
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
@@ -322,21 +322,23 @@ for what in "$@"; do
     # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32 wsp=1 wsp=1,wsc=1
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
+        FLOWGEN_TUNE=wsp=1 sanitizer wgstreamp $tool --light --only wgstream
       done
     fi ;;
   wgstream3)
-    # fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1): its GPU
-    # tests; where they pass, fp32 at B = 8449 to 262144 as planned and
-    # with it (in blocks alone and over clusters of 2); compute-sanitizer.
+    # fp32 as tf32x3 on the streamed warpgroup kernel: its GPU tests; where
+    # they pass, fp32 at B = 1057 to 262144 as planned, without it (ws3=0:
+    # the mma kernel), from B=1057 (mfrom, in place of the tiled kernel)
+    # and over clusters of 2 (wsc=2); compute-sanitizer over it.
     filtered_tests wgstream3 'test_wgstream3_strategy'
     if grep -q PASSED "$out/wgstream3-tests.log"; then
-      time_tunes wgstream3 fp32 8449,16896,65536,262144 "" ws3=1 ws3=1,wsc=2
+      time_tunes wgstream3 fp32 1057,2113,4225,8448,8449,16896,65536,262144 "" ws3=0 mfrom=1057 wsc=2
       for tool in memcheck racecheck synccheck; do
-        FLOWGEN_TUNE=ws3=1 sanitizer wgstream3 $tool --light --only wgstream3
+        sanitizer wgstream3 $tool --light --only wgstream3
       done
     fi ;;
   steps)

@@ -573,11 +573,18 @@ local function wgstream_layout(spec, tune)
   if tune.wgstream == "0" or spec.arch ~= 90 or not spec.arch_specific then return nil end
   if spec.solver ~= "euler" or tune.strategy == "tiled" then return nil end
   local split = spec.precision == "fp32"  -- tf32x3
-  if spec.precision ~= "tf32" and not (split and tune_switch(tune, "ws3") and tune.ws3) then return nil end
+  if spec.precision ~= "tf32" and not (split and tune_switch(tune, "ws3")) then return nil end
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
   if Dp > 64 or Hp > 256 then return nil end
-  local nc = split and 32 or tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and 64 or 32
+  local pipelined = split or tune.wsp == "1"
+  if tune.wsp and tune.wsp ~= "0" and tune.wsp ~= "1" then
+    refuse(string.format("tune: wsp=%s is not one of 0, 1", tune.wsp))
+  end
+  local nc = tune.wsn and tune_number("wsn", tune.wsn) or (pipelined or Hp % 64 ~= 0) and 32 or 64
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
+  if pipelined and nc ~= 32 then
+    refuse(string.format("tune: wsn=%d with %s: 32 outputs a chunk only", nc, split and "fp32" or "wsp=1"))
+  end
   if Hp % nc ~= 0 then return nil end
   local cluster = tune.wsc and tune_number("wsc", tune.wsc) or split and 1 or 2
   if cluster ~= 1 and cluster ~= 2 then refuse(string.format("tune: wsc=%d is not one of 1, 2", cluster)) end
@@ -597,6 +604,22 @@ local function wgstream_layout(spec, tune)
     for k0 = 0, Hp - 1, kc do piece(2, n0, nc, k0, math.min(kc, Hp - k0)) end
     piece(3, 0, Dp, n0, nc)
   end
+  if pipelined then
+    -- the next chunk's layer 2 in flight during a chunk's SiLU: each
+    -- chunk's W2 pieces streamed before the last chunk's W3 piece (params
+    -- keeps them by chunk)
+    local order, w3 = {}, nil
+    for _, p in ipairs(pieces) do
+      if p.layer == 3 then
+        if w3 then order[#order + 1] = w3 end
+        w3 = p
+      else
+        order[#order + 1] = p
+      end
+    end
+    order[#order + 1] = w3
+    pieces = order
+  end
   -- Shared memory: the stages (split: a piece's high and low parts), h1's
   -- low part (split), the state (fp32, Dp / 2 a consumer thread), b1, t
   -- column, b2, b3, then two mbarriers a stage (split: and a word, in 16
@@ -608,7 +631,7 @@ local function wgstream_layout(spec, tune)
   -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
   -- (layer 2) before it releases one.
   if stages < math.max(Dp // 16, Hp // kc) then return nil end
-  return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces,
+  return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces, pipelined = pipelined,
           floats = offset, stage_bytes = stage_bytes, stages = stages, cluster = cluster,
           split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
@@ -619,7 +642,7 @@ local function wgstream(spec, params_floats, l)
                  {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
                   blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk,
-    pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages,
+    pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, pipelined = l.pipelined,
   })
 end
 

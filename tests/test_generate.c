@@ -919,6 +919,17 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
   flowgen_kernel_free(k);
 
+  /* wsp=1: 32 outputs a chunk, the next chunk's layer 2 in flight during
+   * a chunk's SiLU, its W2 pieces streamed before the last chunk's W3 */
+  opts.tune = "wsp=1";
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kNC = 32;");
+  assert_contains(src, "put(r, w + 122880, 16384);  // W2, outputs 32-63, inputs 128-255\n"
+                       "    put(r, w + 98304, 8192);  // W3, outputs 0-63, inputs 0-31");
+  assert_contains(src, "chunk(c + 1, d2[1], d2[0], d3, h1, b2p, t, pc);");
+  flowgen_kernel_free(k);
+
   /* D=17, H=200: 32 and 224 (chunks of 32); layer 2's inputs as 128 and 96 */
   spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_TF32);
   opts.tune = NULL;
@@ -939,22 +950,27 @@ static void test_wgstream_plan(void **state) {
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
   expect_tune_refused(&spec, "wsn=48");
   expect_tune_refused(&spec, "wsc=4");
+  expect_tune_refused(&spec, "wsp=2");
+  expect_tune_refused(&spec, "wsp=1,wsn=64");
 }
 
-/* fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1; not
- * planned without it): in place of the 64-row mma kernel, one consumer
- * warpgroup and a producer one a block, 64 samples a block, blocks alone
- * (wsc=2: clusters of 2), 32 outputs a chunk; the weights' high parts in
- * segment ws and their low parts in wsl, each piece copied as both into
- * one stage, a chunk's W2 pieces before the last chunk's W3 piece (the
- * next chunk's layer 2 in flight during a chunk's SiLU); h1's low part the
- * A operand from shared memory. */
+/* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:
+ * none): in place of the 64-row mma kernel, one consumer warpgroup and a
+ * producer one a block, 64 samples a block, blocks alone (wsc=2: clusters
+ * of 2), 32 outputs a chunk; the weights' high parts in segment ws and
+ * their low parts in wsl, each piece copied as both into one stage, a
+ * chunk's W2 pieces before the last chunk's W3 piece (the next chunk's
+ * layer 2 in flight during a chunk's SiLU); h1's low part the A operand
+ * from shared memory. */
 static void test_wgstream3_plan(void **state) {
   (void)state;
   flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
+  assert_false(has_strategy(&spec, "ws3=0", "wgstream3"));
+  assert_false(has_strategy(&spec, "wgstream=0", "wgstream3"));
+  spec.arch_specific = false;
   assert_false(has_strategy(&spec, NULL, "wgstream3"));
-  assert_false(has_strategy(&spec, "ws3=1,wgstream=0", "wgstream3"));
-  flowgen_options opts = {.tune = "ws3=1"};
+  spec.arch_specific = true;
+  flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
   const flowgen_variant *v = find_strategy(k, "wgstream3");
   assert_non_null(v);
@@ -979,7 +995,7 @@ static void test_wgstream3_plan(void **state) {
   assert_false(strstr(src, "multicast::cluster"));
   flowgen_kernel_free(k);
 
-  opts.tune = "ws3=1,wsc=2";
+  opts.tune = "wsc=2";
   k = generate(&spec, &opts);
   v = find_strategy(k, "wgstream3");
   assert_int_equal(v->cluster_blocks, 2);
@@ -989,13 +1005,16 @@ static void test_wgstream3_plan(void **state) {
 
   /* D=17, H=200: 32 and 224; layer 2's inputs as 128 and 96 */
   spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP32);
-  opts.tune = "ws3=1";
+  opts.tune = NULL;
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
   assert_contains(src, "constexpr int kHp = 224;");
   assert_contains(src, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
   flowgen_kernel_free(k);
+  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
+  expect_tune_refused(&spec, "wsn=64");
+  expect_tune_refused(&spec, "ws3=2");
 }
 
 /* The register-resident kernel (bf16/fp16, sm_80 and newer; every

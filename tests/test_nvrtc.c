@@ -361,8 +361,9 @@ static void test_wgmma_compiles(void **state) {
 
 /* The streamed warpgroup variant (tf32, sm_90a) compiles without warnings
  * (no serialized wgmma) or spills: the default shape, blocks alone (wsc=1),
- * 32 outputs a chunk (wsn=32), D and H of no multiple of 16 and 32 (H=200:
- * layer 2's inputs in a piece of 128 and one of 96), the smallest shapes. */
+ * 32 outputs a chunk (wsn=32), the next chunk's layer 2 in flight during a
+ * chunk's SiLU (wsp=1), D and H of no multiple of 16 and 32 (H=200: layer
+ * 2's inputs in a piece of 128 and one of 96), the smallest shapes. */
 static void test_wgstream_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -370,13 +371,13 @@ static void test_wgstream_compiles(void **state) {
   static const struct {
     int dim, hidden;
     const char *tune;
-  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"},
-               {17, 200, NULL}, {3, 100, "wsc=1"},  {1, 1, NULL}};
+  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"}, {64, 256, "wsp=1"},
+               {17, 200, NULL}, {17, 200, "wsp=1"}, {3, 100, "wsc=1"},  {1, 1, NULL}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
     last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_TF32, cases[i].tune, "wgstream");
 }
 
-/* fp32 as tf32x3 on the streamed warpgroup kernel (tune ws3=1) compiles
+/* fp32 as tf32x3 on the streamed warpgroup kernel compiles
  * without warnings or spills: the default shape over clusters and in
  * blocks alone, D and H of no multiple of 16 and 32, a small D. */
 static void test_wgstream3_compiles(void **state) {
@@ -386,7 +387,7 @@ static void test_wgstream3_compiles(void **state) {
   static const struct {
     int dim, hidden;
     const char *tune;
-  } cases[] = {{64, 256, "ws3=1"}, {64, 256, "ws3=1,wsc=1"}, {17, 200, "ws3=1"}, {3, 100, "ws3=1"}};
+  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=2"}, {17, 200, NULL}, {3, 100, NULL}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
     last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_FP32, cases[i].tune, "wgstream3");
 }
