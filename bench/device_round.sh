@@ -322,11 +322,12 @@ for what in "$@"; do
     # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32 wsp=1 wsp=1,wsc=1
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsc=4 wsn=32 wsp=1 wsp=1,wsc=1
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
         FLOWGEN_TUNE=wsp=1 sanitizer wgstreamp $tool --light --only wgstream
+        FLOWGEN_TUNE=wsc=4 sanitizer wgstream4 $tool --light --only wgstream
       done
     fi ;;
   wgstream3)

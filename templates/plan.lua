@@ -565,10 +565,13 @@ end
 -- wsn=32|64: outputs a chunk; wsc=1|2: blocks a cluster.
 local WS_GROUPS = 2
 --
--- fp32 (wgstream3.cut; tune ws3=1, not yet run on a GPU): the same as
--- three tf32 products (tf32x3), the weights' high and low parts streamed
--- together, one consumer warpgroup a block (h1's low part, 64 KB, in
--- shared memory), 32 outputs a chunk.
+-- fp32 (wgstream3.cut; tune ws3=0: none): the same as three tf32 products
+-- (tf32x3), the weights' high and low parts streamed together, one
+-- consumer warpgroup a block (h1's low part, 64 KB, in shared memory), 32
+-- outputs a chunk, the next chunk's layer 2 in flight during a chunk's
+-- SiLU (pipelined; tune wsp=1 does the same for tf32), blocks alone by
+-- default.  Measured on an H200 at D=64, H=256, B=65536: 4.68 ms in blocks
+-- alone, 4.87 over clusters of 2 (the 64-row mma kernel: 7.93).
 local function wgstream_layout(spec, tune)
   if tune.wgstream == "0" or spec.arch ~= 90 or not spec.arch_specific then return nil end
   if spec.solver ~= "euler" or tune.strategy == "tiled" then return nil end
@@ -587,7 +590,9 @@ local function wgstream_layout(spec, tune)
   end
   if Hp % nc ~= 0 then return nil end
   local cluster = tune.wsc and tune_number("wsc", tune.wsc) or split and 1 or 2
-  if cluster ~= 1 and cluster ~= 2 then refuse(string.format("tune: wsc=%d is not one of 1, 2", cluster)) end
+  if cluster ~= 1 and cluster ~= 2 and cluster ~= 4 then
+    refuse(string.format("tune: wsc=%d is not one of 1, 2, 4", cluster))
+  end
   -- The pieces of one velocity evaluation (each one contiguous in params'
   -- segment ws, in this order): layer 1 by 16 inputs (all outputs), then
   -- for each chunk of layer 2's outputs its inputs by 128 (kc) and layer
@@ -938,7 +943,8 @@ return function(spec)
     -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
     local few = tiled(spec, params_floats, 8, "8", 1, nil, tstages)
     local many = tiled(spec, params_floats, 32, "", 1, nil, tstages)
-    -- (tune ws3=1: wgstream3 in place of the mma kernel's tf32x3)
+    -- wgstream3 in place of the mma kernel's tf32x3 where it applies (tune
+    -- ws3=0: the mma kernel)
     local x3 = ws and ws.split and wgstream(spec, params_floats, ws)
         or mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
     local wide = gemm_ok and gemm(spec, params_floats, mma_weights(mma_kind, spec.dim, spec.hidden), tune)
@@ -955,9 +961,12 @@ return function(spec)
     if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
       add_below(few, few.rows_per_block * SMS)
     end
-    -- tune mfrom: the smallest batch for tf32x3 (default: once its blocks
-    -- fill the GPU).
-    local from = x3 and (tune.mfrom and tune_number("mfrom", tune.mfrom) or x3.rows_per_block * SMS + 1)
+    -- tune mfrom: the smallest batch for tf32x3 (default: the mma kernel
+    -- once its blocks fill the GPU; wgstream3 after the 8-row tiled kernel,
+    -- measured on an H200 at D=64, H=256: 586-594 us from B=1057 to 8448,
+    -- where the tiled kernel took 941-1881).
+    local from = x3 and (tune.mfrom and tune_number("mfrom", tune.mfrom)
+                         or x3.strategy == "wgstream3" and first or x3.rows_per_block * SMS + 1)
     -- Where the matrix-unit kernel owns 32 samples or more per block, it
     -- takes over from the gemm variant once it fills the GPU (measured on
     -- an H200 at B=65536, kernels of 4fc4ac6: 34 TFLOP/s against the gemm

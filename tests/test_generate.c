@@ -866,7 +866,7 @@ static void test_wgmma_plan(void **state) {
  * to 256 (rounded up to 16 and 32), in place of the 64-row mma kernel
  * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
  * consumer warpgroups and a producer one, 128 samples a block, clusters of
- * 2 (wsc=1: none); its pieces in params' segment ws, in the order the
+ * 2 (wsc=1: none; wsc=4: 4); its pieces in params' segment ws, in the order the
  * producer copies them: layer 1 by 16 inputs, then for each chunk of 64
  * outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer 3 on them. */
 static void test_wgstream_plan(void **state) {
@@ -919,6 +919,14 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
   flowgen_kernel_free(k);
 
+  opts.tune = "wsc=4";
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "wgstream");
+  assert_int_equal(v->cluster_blocks, 4);
+  assert_int_equal(v->rows_per_block, 512);
+  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
+  flowgen_kernel_free(k);
+
   /* wsp=1: 32 outputs a chunk, the next chunk's layer 2 in flight during
    * a chunk's SiLU, its W2 pieces streamed before the last chunk's W3 */
   opts.tune = "wsp=1";
@@ -949,14 +957,14 @@ static void test_wgstream_plan(void **state) {
   expect_no_strategy(none, sizeof none / sizeof *none, true, "wgstream");
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
   expect_tune_refused(&spec, "wsn=48");
-  expect_tune_refused(&spec, "wsc=4");
+  expect_tune_refused(&spec, "wsc=3");
   expect_tune_refused(&spec, "wsp=2");
   expect_tune_refused(&spec, "wsp=1,wsn=64");
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:
- * none): in place of the 64-row mma kernel, one consumer warpgroup and a
- * producer one a block, 64 samples a block, blocks alone (wsc=2: clusters
+ * none): in place of the 64-row mma kernel and the 32-row tiled one (from
+ * tiled8's last batch + 1), one consumer warpgroup and a producer one a block, 64 samples a block, blocks alone (wsc=2: clusters
  * of 2), 32 outputs a chunk; the weights' high parts in segment ws and
  * their low parts in wsl, each piece copied as both into one stage, a
  * chunk's W2 pieces before the last chunk's W3 piece (the next chunk's
@@ -979,7 +987,7 @@ static void test_wgstream3_plan(void **state) {
   assert_int_equal(v->block_threads, 256);
   assert_int_equal(v->rows_per_block, 64);
   assert_int_equal(v->cluster_blocks, 1);
-  assert_int_equal(v->min_batch, 64 * 132 + 1);
+  assert_int_equal(v->min_batch, 8 * 132 + 1); /* after tiled8 */
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
   assert_contains(src, "void product_ss(float (&d)[16]");

@@ -627,8 +627,10 @@ static void test_wgmma_strategy(void **state) {
  * tolerance (1e-4): its first batch (2113) and four more of no multiple of
  * 128, whose last cluster of 2 holds 65, 129, 130, 41 and 133 samples (a
  * second block without samples, warpgroups with one sample or none); D and
- * H of no multiple of 16 and 32; blocks alone (wsc=1), 32 outputs a
- * chunk, the next chunk's layer 2 in flight during a chunk's SiLU (wsp=1). */
+ * H of no multiple of 16 and 32; blocks alone (wsc=1), clusters of 4
+ * (wsc=4: last clusters with two or three blocks without samples), 32
+ * outputs a chunk, the next chunk's layer 2 in flight during a chunk's
+ * SiLU (wsp=1). */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -643,6 +645,7 @@ static void test_wgstream_strategy(void **state) {
   check_variant_within("wsn=32", "wgstream", shapes, 1, 1e-4);
   check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
   check_variant_within("wsp=1", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wsc=4", "wgstream", shapes, n, 1e-4);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance
