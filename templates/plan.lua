@@ -583,6 +583,11 @@ local function wgstream_layout(spec, tune)
   if tune.wsp and tune.wsp ~= "0" and tune.wsp ~= "1" then
     refuse(string.format("tune: wsp=%s is not one of 0, 1", tune.wsp))
   end
+  local pingpong = tune.wspp == "1"
+  if tune.wspp and tune.wspp ~= "0" and tune.wspp ~= "1" then
+    refuse(string.format("tune: wspp=%s is not one of 0, 1", tune.wspp))
+  end
+  if pingpong and pipelined then refuse("tune: wspp=1 " .. (split and "with fp32" or "with wsp=1")) end
   local nc = tune.wsn and tune_number("wsn", tune.wsn) or (pipelined or Hp % 64 ~= 0) and 32 or 64
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
   if pipelined and nc ~= 32 then
@@ -637,6 +642,7 @@ local function wgstream_layout(spec, tune)
   -- (layer 2) before it releases one.
   if stages < math.max(Dp // 16, Hp // kc) then return nil end
   return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces, pipelined = pipelined,
+          pingpong = pingpong,
           floats = offset, stage_bytes = stage_bytes, stages = stages, cluster = cluster,
           split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
@@ -648,6 +654,7 @@ local function wgstream(spec, params_floats, l)
                   blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk,
     pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, pipelined = l.pipelined,
+    pingpong = l.pingpong,
   })
 end
 

@@ -927,6 +927,13 @@ static void test_wgstream_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "multicast::cluster");
   flowgen_kernel_free(k);
 
+  /* wspp=1: the warpgroups take turns at issuing layer 1 and each chunk's
+   * layer 2 */
+  opts.tune = "wspp=1";
+  k = generate(&spec, &opts);
+  assert_contains(flowgen_kernel_source(k), "turn_wait(group, true);");
+  flowgen_kernel_free(k);
+
   /* wsp=1: 32 outputs a chunk, the next chunk's layer 2 in flight during
    * a chunk's SiLU, its W2 pieces streamed before the last chunk's W3 */
   opts.tune = "wsp=1";
@@ -960,6 +967,8 @@ static void test_wgstream_plan(void **state) {
   expect_tune_refused(&spec, "wsc=3");
   expect_tune_refused(&spec, "wsp=2");
   expect_tune_refused(&spec, "wsp=1,wsn=64");
+  expect_tune_refused(&spec, "wspp=2");
+  expect_tune_refused(&spec, "wspp=1,wsp=1");
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:

@@ -630,7 +630,7 @@ static void test_wgmma_strategy(void **state) {
  * H of no multiple of 16 and 32; blocks alone (wsc=1), clusters of 4
  * (wsc=4: last clusters with two or three blocks without samples), 32
  * outputs a chunk, the next chunk's layer 2 in flight during a chunk's
- * SiLU (wsp=1). */
+ * SiLU (wsp=1), the warpgroups taking turns (wspp=1). */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -646,6 +646,7 @@ static void test_wgstream_strategy(void **state) {
   check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
   check_variant_within("wsp=1", "wgstream", shapes, n, 1e-4);
   check_variant_within("wsc=4", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wspp=1", "wgstream", shapes, n, 1e-4);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance

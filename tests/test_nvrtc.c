@@ -362,8 +362,9 @@ static void test_wgmma_compiles(void **state) {
 /* The streamed warpgroup variant (tf32, sm_90a) compiles without warnings
  * (no serialized wgmma) or spills: the default shape, blocks alone (wsc=1),
  * 32 outputs a chunk (wsn=32), the next chunk's layer 2 in flight during a
- * chunk's SiLU (wsp=1), D and H of no multiple of 16 and 32 (H=200: layer
- * 2's inputs in a piece of 128 and one of 96), the smallest shapes. */
+ * chunk's SiLU (wsp=1), the warpgroups taking turns (wspp=1), D and H of
+ * no multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
+ * one of 96), the smallest shapes. */
 static void test_wgstream_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -372,7 +373,7 @@ static void test_wgstream_compiles(void **state) {
     int dim, hidden;
     const char *tune;
   } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"}, {64, 256, "wsp=1"},
-               {17, 200, NULL}, {17, 200, "wsp=1"}, {3, 100, "wsc=1"},  {1, 1, NULL}};
+               {64, 256, "wspp=1"}, {17, 200, NULL}, {17, 200, "wsp=1"}, {3, 100, "wsc=1"},  {1, 1, NULL}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
     last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_TF32, cases[i].tune, "wgstream");
 }
