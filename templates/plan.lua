@@ -579,19 +579,21 @@ local function wgstream_layout(spec, tune)
   if spec.precision ~= "tf32" and not (split and tune_switch(tune, "ws3")) then return nil end
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
   if Dp > 64 or Hp > 256 then return nil end
+  -- tf32's tune keys (fp32 is always pipelined, 32 outputs a chunk)
+  for _, key in ipairs({"wsp", "wspp"}) do
+    if tune[key] and tune[key] ~= "0" and tune[key] ~= "1" then
+      refuse(string.format("tune: %s=%s is not one of 0, 1", key, tune[key]))
+    end
+  end
   local pipelined = split or tune.wsp == "1"
-  if tune.wsp and tune.wsp ~= "0" and tune.wsp ~= "1" then
-    refuse(string.format("tune: wsp=%s is not one of 0, 1", tune.wsp))
-  end
-  local pingpong = tune.wspp == "1"
-  if tune.wspp and tune.wspp ~= "0" and tune.wspp ~= "1" then
-    refuse(string.format("tune: wspp=%s is not one of 0, 1", tune.wspp))
-  end
-  if pingpong and pipelined then refuse("tune: wspp=1 " .. (split and "with fp32" or "with wsp=1")) end
-  local nc = tune.wsn and tune_number("wsn", tune.wsn) or (pipelined or Hp % 64 ~= 0) and 32 or 64
+  local pingpong = not split and tune.wspp == "1"
+  if pingpong and pipelined then refuse("tune: wspp=1 with wsp=1") end
+  local nc = tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and not pipelined and 64 or 32
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
-  if pipelined and nc ~= 32 then
-    refuse(string.format("tune: wsn=%d with %s: 32 outputs a chunk only", nc, split and "fp32" or "wsp=1"))
+  if split then
+    nc = 32
+  elseif pipelined and nc ~= 32 then
+    refuse(string.format("tune: wsn=%d with wsp=1: 32 outputs a chunk only", nc))
   end
   if Hp % nc ~= 0 then return nil end
   local cluster = tune.wsc and tune_number("wsc", tune.wsc) or split and 1 or 2

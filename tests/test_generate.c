@@ -927,8 +927,7 @@ static void test_wgstream_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "multicast::cluster");
   flowgen_kernel_free(k);
 
-  /* wspp=1: the warpgroups take turns at issuing layer 1 and each chunk's
-   * layer 2 */
+  /* wspp=1: the warpgroups take turns at layer 1 and each chunk's layer 2 */
   opts.tune = "wspp=1";
   k = generate(&spec, &opts);
   assert_contains(flowgen_kernel_source(k), "turn_wait(group, true);");
@@ -1029,8 +1028,14 @@ static void test_wgstream3_plan(void **state) {
   assert_contains(src, "constexpr int kHp = 224;");
   assert_contains(src, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
   flowgen_kernel_free(k);
+  /* tf32's keys leave fp32 as it is (32 outputs a chunk, pipelined) */
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
-  expect_tune_refused(&spec, "wsn=64");
+  opts.tune = "wsn=64,wspp=1";
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kNC = 32;");
+  assert_null(strstr(src, "turn_wait"));
+  flowgen_kernel_free(k);
   expect_tune_refused(&spec, "ws3=2");
 }
 
