@@ -559,10 +559,12 @@ end
 -- split H evenly, else 32), each chunk's SiLU the A operand of layer 3's
 -- inputs there at once (h2 is never whole).  Over a cluster of 2 blocks,
 -- each copies half of every piece into both (multicast): half the L2
--- reads.  Measured on an H200 at D=64, H=256, B=65536: 1288-1307 us with
--- 64 outputs a chunk over clusters of 2, 1309-1326 in blocks alone, 1340-
--- 1376 with 32 (the 64-row mma kernel: 4498).  tune wgstream=0: never;
--- wsn=32|64: outputs a chunk; wsc=1|2: blocks a cluster.
+-- reads.  Measured on an H200 at D=64, H=256, B=65536 (e85bdbc and the
+-- trees before it): 1208-1244 us with 64 outputs a chunk over clusters of
+-- 2, 1313 in blocks alone, 1339 with 32, 1672 over clusters of 4 (the
+-- 64-row mma kernel: 4343).  tune wgstream=0: never; wsn=32|64: outputs a
+-- chunk; wsc=1|2|4: blocks a cluster; wsp=1: pipelined as fp32 (1311-
+-- 1326); wspp=1: the warpgroups take turns (1241-1255).
 local WS_GROUPS = 2
 --
 -- fp32 (wgstream3.cut; tune ws3=0: none): the same as three tf32 products
@@ -570,8 +572,9 @@ local WS_GROUPS = 2
 -- consumer warpgroup a block (h1's low part, 64 KB, in shared memory), 32
 -- outputs a chunk, the next chunk's layer 2 in flight during a chunk's
 -- SiLU (pipelined; tune wsp=1 does the same for tf32), blocks alone by
--- default.  Measured on an H200 at D=64, H=256, B=65536: 4.68 ms in blocks
--- alone, 4.87 over clusters of 2 (the 64-row mma kernel: 7.93).
+-- default.  Measured on an H200 at D=64, H=256, B=65536: 4.65-4.68 ms in
+-- blocks alone, 4.84-4.87 over clusters of 2 (the 64-row mma kernel:
+-- 7.93).
 local function wgstream_layout(spec, tune)
   if tune.wgstream == "0" or spec.arch ~= 90 or not spec.arch_specific then return nil end
   if spec.solver ~= "euler" or tune.strategy == "tiled" then return nil end
