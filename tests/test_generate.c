@@ -862,6 +862,35 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
 }
 
+/* The streamed warpgroup kernel `strategy` under tune: over clusters of
+ * `blocks` (`rows` samples a cluster), each piece multicast. */
+static void expect_ws_cluster(const flowgen_spec *spec, const char *tune, const char *strategy, int blocks,
+                              int rows) {
+  flowgen_options opts = {.tune = tune};
+  flowgen_kernel *k = generate(spec, &opts);
+  const flowgen_variant *v = find_strategy(k, strategy);
+  assert_non_null(v);
+  assert_int_equal(v->cluster_blocks, blocks);
+  assert_int_equal(v->rows_per_block, rows);
+  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
+  flowgen_kernel_free(k);
+}
+
+/* The streamed warpgroup kernels at D=17, H=200: padded to 32 and 224
+ * (chunks of 32 outputs), layer 2's inputs in pieces of 128 and 96 (the
+ * second's call: piece96). */
+static void expect_ws_padded(flowgen_precision precision, const char *piece96) {
+  flowgen_spec spec = sm90a_spec(17, 200, precision);
+  flowgen_options opts = {0};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kDp = 32;");
+  assert_contains(src, "constexpr int kHp = 224;");
+  assert_contains(src, "constexpr int kNC = 32;");
+  assert_contains(src, piece96);
+  flowgen_kernel_free(k);
+}
+
 /* The streamed warpgroup variant: tf32, Euler, sm_90a, D up to 64 and H up
  * to 256 (rounded up to 16 and 32), in place of the 64-row mma kernel
  * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
@@ -919,13 +948,7 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
   flowgen_kernel_free(k);
 
-  opts.tune = "wsc=4";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "wgstream");
-  assert_int_equal(v->cluster_blocks, 4);
-  assert_int_equal(v->rows_per_block, 512);
-  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
-  flowgen_kernel_free(k);
+  expect_ws_cluster(&spec, "wsc=4", "wgstream", 4, 512);
 
   /* wspp=1: the warpgroups take turns at layer 1 and each chunk's layer 2 */
   opts.tune = "wspp=1";
@@ -944,16 +967,7 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk(c + 1, d2[1], d2[0], d3, h1, b2p, t, pc);");
   flowgen_kernel_free(k);
 
-  /* D=17, H=200: 32 and 224 (chunks of 32); layer 2's inputs as 128 and 96 */
-  spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_TF32);
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "constexpr int kDp = 32;");
-  assert_contains(src, "constexpr int kHp = 224;");
-  assert_contains(src, "constexpr int kNC = 32;");
-  assert_contains(src, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
-  flowgen_kernel_free(k);
+  expect_ws_padded(FLOWGEN_PRECISION_TF32, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
 
   /* none: bf16, another solver, D above 64, H above 256 (plain sm_90: above) */
   static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
@@ -1011,23 +1025,9 @@ static void test_wgstream3_plan(void **state) {
   assert_false(strstr(src, "multicast::cluster"));
   flowgen_kernel_free(k);
 
-  opts.tune = "wsc=2";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "wgstream3");
-  assert_int_equal(v->cluster_blocks, 2);
-  assert_int_equal(v->rows_per_block, 128);
-  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
-  flowgen_kernel_free(k);
+  expect_ws_cluster(&spec, "wsc=2", "wgstream3", 2, 128);
 
-  /* D=17, H=200: 32 and 224; layer 2's inputs as 128 and 96 */
-  spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP32);
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "constexpr int kDp = 32;");
-  assert_contains(src, "constexpr int kHp = 224;");
-  assert_contains(src, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
-  flowgen_kernel_free(k);
+  expect_ws_padded(FLOWGEN_PRECISION_FP32, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
   /* tf32's keys leave fp32 as it is (32 outputs a chunk, pipelined) */
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
   opts.tune = "wsn=64,wspp=1";

@@ -359,9 +359,10 @@ static void test_wgmma_compiles(void **state) {
     last_compiles_clean(cases[i].dim, cases[i].hidden, cases[i].precision, cases[i].tune, "wgmma");
 }
 
-/* The streamed warpgroup variant (tf32, sm_90a) compiles without warnings
- * (no serialized wgmma) or spills: the default shape, blocks alone (wsc=1),
- * 32 outputs a chunk (wsn=32), the next chunk's layer 2 in flight during a
+/* The streamed warpgroup variants (sm_90a; tf32: wgstream, fp32:
+ * wgstream3) compile without warnings (no serialized wgmma) or spills: the
+ * default shape, blocks alone (wsc=1) and clusters of 2 (fp32: wsc=2), 32
+ * outputs a chunk (wsn=32), the next chunk's layer 2 in flight during a
  * chunk's SiLU (wsp=1), the warpgroups taking turns (wspp=1), D and H of
  * no multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
  * one of 96), the smallest shapes. */
@@ -371,26 +372,23 @@ static void test_wgstream_compiles(void **state) {
   if (quick()) skip();
   static const struct {
     int dim, hidden;
-    const char *tune;
-  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=1"}, {64, 256, "wsn=32"}, {64, 256, "wsp=1"},
-               {64, 256, "wspp=1"}, {17, 200, NULL}, {17, 200, "wsp=1"}, {3, 100, "wsc=1"},  {1, 1, NULL}};
+    flowgen_precision precision;
+    const char *tune, *strategy;
+  } cases[] = {{64, 256, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wsn=32", "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wsp=1", "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wspp=1", "wgstream"},
+               {17, 200, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
+               {17, 200, FLOWGEN_PRECISION_TF32, "wsp=1", "wgstream"},
+               {3, 100, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
+               {1, 1, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
+               {64, 256, FLOWGEN_PRECISION_FP32, "wsc=2", "wgstream3"},
+               {17, 200, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
+               {3, 100, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
-    last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_TF32, cases[i].tune, "wgstream");
-}
-
-/* fp32 as tf32x3 on the streamed warpgroup kernel compiles
- * without warnings or spills: the default shape over clusters and in
- * blocks alone, D and H of no multiple of 16 and 32, a small D. */
-static void test_wgstream3_compiles(void **state) {
-  (void)state;
-  skip_without_nvrtc();
-  if (quick()) skip();
-  static const struct {
-    int dim, hidden;
-    const char *tune;
-  } cases[] = {{64, 256, NULL}, {64, 256, "wsc=2"}, {17, 200, NULL}, {3, 100, NULL}};
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
-    last_compiles_clean(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_FP32, cases[i].tune, "wgstream3");
+    last_compiles_clean(cases[i].dim, cases[i].hidden, cases[i].precision, cases[i].tune, cases[i].strategy);
 }
 
 /* The register-resident kernel compiles without warnings or spills where
@@ -604,7 +602,6 @@ int main(void) {
       cmocka_unit_test(test_tuned_variants_compile),
       cmocka_unit_test(test_wgmma_compiles),
       cmocka_unit_test(test_wgstream_compiles),
-      cmocka_unit_test(test_wgstream3_compiles),
       cmocka_unit_test(test_rmma_compiles),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
