@@ -636,9 +636,9 @@ local function wgstream_layout(spec, tune)
     pieces = order
   end
   -- Shared memory: the stages (split: a piece's high and low parts), h1's
-  -- low part (split), the state (fp32, Dp / 2 a consumer thread), b1, t
-  -- column, b2, b3, then two mbarriers a stage (split: and a word, in 16
-  -- bytes).
+  -- low part and a chunk's h2 low part (split), the state (fp32, Dp / 2 a
+  -- consumer thread), b1, t column, b2, b3, then two mbarriers a stage
+  -- (split: and the block's address, in 16 bytes).
   local groups = split and 1 or WS_GROUPS
   local stage_bytes = (split and 2 or 1) * largest
   local fixed = (split and 4 * 64 * (Hp + nc) + 16 or 0) + 4 * (Dp // 2) * 128 * groups + 4 * (3 * Hp + Dp)
@@ -815,11 +815,14 @@ return function(spec)
   -- against the tiled kernel's 546 and wgmma64's 84).  tune rmma=N: up to batch N (up to 8448), rmma=0: none.
   local rm = rmma_plan(spec, tune)  -- its layout
   local ws = mma_kind and wgstream_layout(spec, tune)  -- (planned beside the mma kernels only)
+  -- the matrix units' weight copies, unless wgstream3 takes the mma
+  -- kernel's place and no gemm variant reads them
+  local copies_kind = not (ws and ws.split and not gemm_ok) and mma_kind or nil
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma) or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
-  local segments, params_floats = params_layout(spec.dim, spec.hidden, mma_kind,
+  local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
                                                 wg and {wg, wg_pad[1], wg_pad[2]},
                                                 rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
@@ -1003,7 +1006,7 @@ return function(spec)
     params = segments,
     params_floats = params_floats,
     mma_kind = mma_kind,
-    mma_copies = mma_kind and not mma_reads_fp32(mma_kind, spec.dim, spec.hidden),
+    mma_copies = copies_kind and not mma_reads_fp32(copies_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
     wgmma_pad = wg_pad,
     rmma_kind = rm and spec.precision,

@@ -1028,6 +1028,17 @@ static void test_wgstream3_plan(void **state) {
   expect_ws_cluster(&spec, "wsc=2", "wgstream3", 2, 128);
 
   expect_ws_padded(FLOWGEN_PRECISION_FP32, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
+  /* no tf32x3 copies for the mma kernel it replaces (D=17: the mma kernel
+   * could not read the fp32 matrices themselves) */
+  spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP32);
+  opts.tune = NULL;
+  k = generate(&spec, &opts);
+  assert_null(strstr(flowgen_kernel_source(k), "constexpr int k_w1m"));
+  flowgen_kernel_free(k);
+  opts.tune = "ws3=0";
+  k = generate(&spec, &opts);
+  assert_contains(flowgen_kernel_source(k), "constexpr int k_w1m");
+  flowgen_kernel_free(k);
   /* tf32's keys leave fp32 as it is (32 outputs a chunk, pipelined) */
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
   opts.tune = "wsn=64,wspp=1";
