@@ -76,6 +76,13 @@ static const flowgen_variant *find_strategy(const flowgen_kernel *k,
   return NULL;
 }
 
+/* The plan's last variant (the open-ended one), which must be `strategy`. */
+static const flowgen_variant *last_strategy(const flowgen_kernel *k, const char *strategy) {
+  const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+  assert_string_equal(v->strategy, strategy);
+  return v;
+}
+
 /* Whether the planner gives spec, under FLOWGEN_TUNE-style `tune` (NULL:
  * none), a variant of that strategy. */
 static bool has_strategy(const flowgen_spec *spec, const char *tune, const char *strategy) {
@@ -770,9 +777,7 @@ static void test_wgmma_plan(void **state) {
   assert_false(has_strategy(&spec, "wgmma=0", "wgmma"));
   flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = find_strategy(k, "wgmma");
-  assert_non_null(v);
-  assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  const flowgen_variant *v = last_strategy(k, "wgmma");
   assert_null(find_strategy(k, "mma"));
   assert_null(find_strategy(k, "mma16"));
   assert_non_null(find_strategy(k, "wgmma64"));
@@ -907,9 +912,7 @@ static void test_wgstream_plan(void **state) {
   assert_false(has_strategy(&spec, "wgstream=0", "wgstream"));
   flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = find_strategy(k, "wgstream");
-  assert_non_null(v);
-  assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  const flowgen_variant *v = last_strategy(k, "wgstream");
   assert_int_equal(v->min_batch, 16 * 132 + 1);
   assert_int_equal(find_strategy(k, "mma16")->max_batch, 16 * 132);
   assert_null(find_strategy(k, "mma"));
@@ -1002,9 +1005,7 @@ static void test_wgstream3_plan(void **state) {
   spec.arch_specific = true;
   flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = find_strategy(k, "wgstream3");
-  assert_non_null(v);
-  assert_ptr_equal(v, flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1));
+  const flowgen_variant *v = last_strategy(k, "wgstream3");
   assert_null(find_strategy(k, "mma"));
   assert_int_equal(v->block_threads, 256);
   assert_int_equal(v->rows_per_block, 64);

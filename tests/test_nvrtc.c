@@ -316,19 +316,29 @@ static void test_tuned_variants_compile(void **state) {
   }
 }
 
-/* D x H (S=4) in `precision` for sm_90a under `tune`: the plan's last
- * variant is `strategy`, and the file compiles clean. */
-static void last_compiles_clean(int dim, int hidden, flowgen_precision precision, const char *tune,
-                                const char *strategy) {
-  flowgen_spec spec = fg_test_spec(dim, hidden, 4, 90);
-  spec.precision = precision;
-  spec.arch_specific = true;
-  flowgen_options opts = {.tune = tune};
-  flowgen_kernel *k = NULL;
-  assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
-  assert_string_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->strategy, strategy);
-  flowgen_kernel_free(k);
-  compile_clean_tuned(&spec, tune);
+/* D x H (S=4) in `precision` for sm_90a under `tune` (NULL: none), whose
+ * plan's last variant is `strategy`. */
+typedef struct {
+  int dim, hidden;
+  flowgen_precision precision;
+  const char *tune, *strategy;
+} last_case;
+
+/* For each case: the plan's last variant is its strategy, and the file
+ * compiles clean. */
+static void lasts_compile_clean(const last_case *cases, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
+    spec.precision = cases[i].precision;
+    spec.arch_specific = true;
+    flowgen_options opts = {.tune = cases[i].tune};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    assert_string_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->strategy,
+                        cases[i].strategy);
+    flowgen_kernel_free(k);
+    compile_clean_tuned(&spec, cases[i].tune);
+  }
 }
 
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
@@ -340,23 +350,18 @@ static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
   if (quick()) skip();
-  static const struct {
-    int dim, hidden;
-    flowgen_precision precision;
-    const char *tune;
-  } cases[] = {
-      {64, 256, FLOWGEN_PRECISION_BF16, NULL},
-      {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64"},
-      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=73"},
-      {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1"},
-      {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1"},
-      {17, 200, FLOWGEN_PRECISION_FP16, NULL},
-      {3, 100, FLOWGEN_PRECISION_BF16, NULL},
-      {80, 240, FLOWGEN_PRECISION_BF16, NULL},
-      {160, 200, FLOWGEN_PRECISION_FP16, NULL},
+  static const last_case cases[] = {
+      {64, 256, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
+      {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64", "wgmma"},
+      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=73", "wgmma"},
+      {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1", "wgmma"},
+      {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1", "wgmma"},
+      {17, 200, FLOWGEN_PRECISION_FP16, NULL, "wgmma"},
+      {3, 100, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
+      {80, 240, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
+      {160, 200, FLOWGEN_PRECISION_FP16, NULL, "wgmma"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
-    last_compiles_clean(cases[i].dim, cases[i].hidden, cases[i].precision, cases[i].tune, "wgmma");
+  lasts_compile_clean(cases, sizeof cases / sizeof *cases);
 }
 
 /* The streamed warpgroup variants (sm_90a; tf32: wgstream, fp32:
@@ -370,11 +375,7 @@ static void test_wgstream_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
   if (quick()) skip();
-  static const struct {
-    int dim, hidden;
-    flowgen_precision precision;
-    const char *tune, *strategy;
-  } cases[] = {{64, 256, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
+  static const last_case cases[] = {{64, 256, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
                {64, 256, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
                {64, 256, FLOWGEN_PRECISION_TF32, "wsn=32", "wgstream"},
                {64, 256, FLOWGEN_PRECISION_TF32, "wsp=1", "wgstream"},
@@ -387,8 +388,7 @@ static void test_wgstream_compiles(void **state) {
                {64, 256, FLOWGEN_PRECISION_FP32, "wsc=2", "wgstream3"},
                {17, 200, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
                {3, 100, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"}};
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
-    last_compiles_clean(cases[i].dim, cases[i].hidden, cases[i].precision, cases[i].tune, cases[i].strategy);
+  lasts_compile_clean(cases, sizeof cases / sizeof *cases);
 }
 
 /* The register-resident kernel compiles without warnings or spills where
