@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|wgstream|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|wgstream|wgstream3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -318,16 +318,19 @@ for what in "$@"; do
   wgstream)
     # The streamed warpgroup kernel (tf32 on wgmma, weights from L2): its GPU
     # tests; where they pass, tf32 at B = 2113 to 262144 as planned, without
-    # it (the mma kernels), in blocks alone (wsc=1), with 32 outputs a chunk
-    # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
+    # it (the mma kernels), in blocks alone (wsc=1), over clusters of 4, with
+    # 32 outputs a chunk (wsn=32), pipelined (wsp=1), the warpgroups taking
+    # turns (wspp=1); compute-sanitizer over it (from its first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsc=4 wsn=32 wsp=1 wsp=1,wsc=1
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsc=4 wsn=32 wsp=1 wsp=1,wsc=1 \
+        wspp=1 wspp=1,wsc=1
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
         FLOWGEN_TUNE=wsp=1 sanitizer wgstreamp $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=4 sanitizer wgstream4 $tool --light --only wgstream
+        FLOWGEN_TUNE=wspp=1 sanitizer wgstreampp $tool --light --only wgstream
       done
     fi ;;
   wgstream3)
