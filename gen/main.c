@@ -22,7 +22,7 @@ static const char usage_text[] =
     "  --precision NAME   fp32 (default), tf32, bf16, fp16: the products' arithmetic\n"
     "                     (tf32/bf16/fp16 on the matrix units, fp32 accumulation)\n"
     "  --arch sm_XY       target GPU, sm_75 or newer (default sm_90); sm_90a adds\n"
-    "                     the wgmma kernel (bf16/fp16; build with nvcc -arch=sm_90a)\n"
+    "                     the wgmma kernels (build with nvcc -arch=sm_90a)\n"
     "  --name NAME        kernel symbol prefix (default flow_d<D>_h<H>_s<S>_<precision>)\n"
     "  --template-dir DIR read templates from DIR instead of the built-in ones\n"
     "  --tune K=V,...     planner overrides for experiments (see README);\n"
