@@ -9,7 +9,9 @@
 #   bench     build/bench and PyTorch on the default shapes and batches
 #   sweep     fp32 against PyTorch over D x H x B (bench/compare.py)
 #   precisions  every precision at the default shape, B from 1 to 1048576,
-#             and PyTorch in tf32, bf16 and fp16 beside it
+#             and PyTorch in each precision beside it (PYTORCH_BATCHES);
+#             sh bench/plot.sh out.png precisions.json pytorch-*.json
+#             plots them
 #   tune      the matrix-unit kernel's configurations (FLOWGEN_TUNE) at
 #             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
 #             kernels' (tiles in flight, tile depth, cluster split) at B=1
@@ -67,7 +69,7 @@
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
 #   digits    the built-in digits model sampled on the GPU, then evaluated
-# PRECISION_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
+# PRECISION_BATCHES, PYTORCH_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
@@ -151,11 +153,11 @@ for what in "$@"; do
     batches=1,2,4,8,16,32,64,128,256,512,1000,1024,2048,4096,8192,16384,32768,65536
     batches=${PRECISION_BATCHES:-$batches,100000,131072,262144,524288,1048576}
     build/bench --precisions fp32,tf32,bf16,fp16 --batches $batches --shapes 64,256,32 \
-      --no-startup --json "$out/precisions.json" > "$out/precisions.txt" || status=1
+      --no-startup --no-baseline --json "$out/precisions.json" > "$out/precisions.txt" || status=1
     grep -E ' B=(1|8|64|1000|65536|1048576) ' "$out/precisions.txt"
     if have_torch; then
-      for p in tf32 bf16 fp16; do
-        python3 bench/pytorch_baseline.py --precision $p --batches 8,65536 \
+      for p in fp32 tf32 bf16 fp16; do
+        python3 bench/pytorch_baseline.py --precision $p --batches "${PYTORCH_BATCHES:-1,8,64,512,4096,65536,1048576}" \
           --json "$out/pytorch-$p.json" | tee "$out/pytorch-$p.txt" || status=1
       done
     fi ;;
