@@ -828,10 +828,19 @@ return function(spec)
                                                 rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
                                                 ws)
   local variants = {}
-  -- Small batches: clusters of `blocks` blocks.  A variant with r rows per
-  -- cluster serves batches up to r times the clusters an H100/H200 runs at
-  -- once (measured on an H200: 24 clusters of 4 blocks run in one wave,
-  -- 32 take two; of 8 blocks, 8 clusters).  fp32 in every precision.
+  -- Small batches: clusters of `blocks` blocks, in fp32 whatever the
+  -- precision.  A variant with r rows (samples) a cluster serves batches up
+  -- to r times the clusters an H100/H200 runs at once (measured on an
+  -- H200: 30 clusters of 4 blocks run in one wave, 36 to 60 in two, 72 in
+  -- three; of 8 blocks, 8 clusters), the last (8 rows) over more waves
+  -- where it still beats what follows.  Measured there at D=64, H=256
+  -- (fp32 and tf32 alike), µs at r rows and w waves: 61.6 (r=3), 76.4
+  -- (4), 102.9 (6), 135.1 (8), 266.4 (8, w=2), 397.5 (8, w=3), where the
+  -- 8-row tiled kernel takes 493 (fp32) and mma16 303 (tf32); at D=32,
+  -- H=256, 92 / 181 / 270 (8; w = 1, 2, 3) against 421 (fp32) and 282
+  -- (tf32); at D=32, H=128, 65 (8, one wave) against 198 and 116, and at
+  -- D=16, H=64, 50 against 86 (fp32).  So: with 256 KB of weights or more,
+  -- three waves in fp32 and two in tf32; one wave otherwise.
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
   local l2_by_warp = tune_switch(tune, "l2w")
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
@@ -839,7 +848,7 @@ return function(spec)
   -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
   -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0.
   local l1_pairs = tune_switch(tune, "l1p")
-  local at_once = {[2] = 48, [4] = 24, [8] = 8, [16] = 4}
+  local at_once = {[2] = 48, [4] = 30, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
   if clusters_at_once < 1 then
     clusters_at_once = at_once[blocks] or 4
@@ -867,7 +876,8 @@ return function(spec)
     variants[#variants + 1] = v
     covered = rm_last
   elseif tune.strategy ~= "tiled" and tune.grid ~= "1" then
-    for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3})) do
+    local last
+    for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
       local limit = rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs)
       if v and limit > covered then
@@ -875,7 +885,16 @@ return function(spec)
         v.drop = tune.drop
         variants[#variants + 1] = v
         covered = limit
+        last = v
       end
+    end
+    -- the last one over more waves (tune cwaves=N: N waves)
+    local waves = weight_bytes >= 256 * 1024 and (spec.precision == "fp32" and 3 or 2) or 1
+    if tune.cwaves then waves = tune_number("cwaves", tune.cwaves) end
+    if waves < 1 or waves > 8 then refuse(string.format("tune: cwaves=%d is not one of 1 to 8", waves)) end
+    if last then
+      last.max_batch = last.rows_per_block * clusters_at_once * waves
+      covered = last.max_batch
     end
   end
   -- tune tstages: weight tiles of the tiled kernel (2 = one in flight; more

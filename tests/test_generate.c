@@ -549,8 +549,9 @@ static void test_strategies_by_shape(void **state) {
     assert_false(starts_with(flowgen_kernel_variant(k, i)->strategy, "mma"));
   }
   flowgen_kernel_free(k);
-  /* bf16 without the register-resident kernel: matrix units from B=73
-   * at the default shape, 16 then 64 rows. */
+  /* bf16 without the register-resident kernel: matrix units after the
+   * cluster kernel's two waves of 8 rows a cluster (481 at the default
+   * shape), 16 then 64 rows. */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   opts.tune = "rmma=0";
@@ -558,7 +559,7 @@ static void test_strategies_by_shape(void **state) {
   const flowgen_variant *few = find_strategy(k, "mma16"), *many = find_strategy(k, "mma");
   assert_non_null(few);
   assert_non_null(many);
-  assert_int_equal(few->min_batch, 73);
+  assert_int_equal(few->min_batch, 2 * 8 * 30 + 1);
   assert_int_equal(few->rows_per_block, 16);
   assert_int_equal(many->rows_per_block, 64);
   assert_int_equal(many->max_batch, -1);
@@ -618,6 +619,60 @@ static void test_strategies_by_shape(void **state) {
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
  * strategy from B=1057, cooperative, its chunk's activations in the scratch
  * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
+/* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
+ * one wave of 30 clusters of 4 blocks, the last over more waves where the
+ * weights take 256 KB or more (fp32 three, tf32 two; measured faster than
+ * the tiled kernel and mma16 there); tune rows and cwaves override. */
+static void test_cluster_rows_plan(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    int waves;
+  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3},
+               {64, 256, FLOWGEN_PRECISION_TF32, 2},
+               {32, 256, FLOWGEN_PRECISION_FP32, 3},
+               {32, 128, FLOWGEN_PRECISION_FP32, 1},
+               {16, 64, FLOWGEN_PRECISION_TF32, 1}};
+  static const int rows[] = {1, 2, 3, 4, 6, 8};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
+    spec.precision = cases[c].precision;
+    flowgen_kernel *k = generate(&spec, NULL);
+    int first = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; ++i) {
+      const flowgen_variant *v = flowgen_kernel_variant(k, (int)i);
+      char name[32];
+      snprintf(name, sizeof name, "cluster4_r%d", rows[i]);
+      assert_string_equal(v->strategy, name);
+      assert_int_equal(v->rows_per_block, rows[i]);
+      assert_int_equal(v->cluster_blocks, 4);
+      assert_int_equal(v->min_batch, first);
+      int waves = rows[i] == 8 ? cases[c].waves : 1;
+      assert_int_equal(v->max_batch, rows[i] * 30 * waves);
+      first = (int)v->max_batch + 1;
+    }
+    assert_int_equal(flowgen_kernel_variant(k, 6)->min_batch, first);
+    assert_false(starts_with(flowgen_kernel_variant(k, 6)->strategy, "cluster"));
+    flowgen_kernel_free(k);
+  }
+  /* tune: rows (the last over the waves), cwaves */
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  flowgen_options opts = {.tune = "rows=1:2:3,cwaves=1"};
+  flowgen_kernel *k = generate(&spec, &opts);
+  assert_int_equal(flowgen_kernel_variant(k, 2)->max_batch, 90);
+  assert_int_equal(flowgen_kernel_variant(k, 3)->min_batch, 91);
+  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "tiled8");
+  flowgen_kernel_free(k);
+  opts.tune = "rows=4,cwaves=2";
+  k = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r4");
+  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 4 * 30 * 2);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "cwaves=0");
+  expect_tune_refused(&spec, "cwaves=9");
+}
+
 static void test_gemm_plan(void **state) {
   (void)state;
   /* D=1024, H=1024: from 1057 on (the matrix-unit kernel, 16 samples per
@@ -821,7 +876,7 @@ static void test_wgmma_plan(void **state) {
   expect_tune_refused(&spec, "wgn=96");
 
   /* One warpgroup (64 samples) a block from the first batch the small-batch
-   * kernels leave (2113 after rmma; 73 after the cluster kernel, rmma=0) up
+   * kernels leave (2113 after rmma; 481 after the cluster kernel, rmma=0) up
    * to 64 x 132, in place of mma16; tune wg1=N starts it at N (up to
    * mma16's last + 1, 2113), mma16 before it; wg1=0 leaves it out. */
   k = generate(&spec, &opts);
@@ -834,7 +889,7 @@ static void test_wgmma_plan(void **state) {
   v = find_strategy(k, "wgmma64");
   assert_non_null(v);
   assert_null(find_strategy(k, "mma16"));
-  assert_int_equal(v->min_batch, 73);
+  assert_int_equal(v->min_batch, 2 * 8 * 30 + 1);
   assert_int_equal(v->max_batch, 64 * 132);
   assert_int_equal(v->block_threads, 128);
   assert_int_equal(v->rows_per_block, 64);
@@ -848,7 +903,7 @@ static void test_wgmma_plan(void **state) {
   opts.tune = "rmma=0,wg1=0";
   k = generate(&spec, &opts);
   assert_null(find_strategy(k, "wgmma64"));
-  assert_int_equal(find_strategy(k, "mma16")->min_batch, 73);
+  assert_int_equal(find_strategy(k, "mma16")->min_batch, 2 * 8 * 30 + 1);
   assert_int_equal(find_strategy(k, "wgmma")->min_batch, 16 * 132 + 1);
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "rmma=0,wg1=72");
@@ -1122,14 +1177,14 @@ static void test_rmma_plan(void **state) {
   flowgen_kernel_free(k);
 
   /* tune rcl=4, 2: the kernel over clusters (Euler, sm_90) up to a wave
-   * of clusters (24 of 4 blocks, 48 of 2), one tile a warp, every block
+   * of clusters (30 of 4 blocks, 48 of 2), one tile a warp, every block
    * computing layer 1 in full; rmma after it; none for RK4 */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   static const struct {
     const char *tune, *strategy;
     int threads, last;
-  } over[] = {{"rcl=4", "rmma_c4", 128, 192}, {"rcl=2", "rmma_c2", 256, 384}};
+  } over[] = {{"rcl=4", "rmma_c4", 128, 240}, {"rcl=2", "rmma_c2", 256, 384}};
   for (size_t i = 0; i < sizeof over / sizeof *over; ++i) {
     opts.tune = over[i].tune;
     k = generate(&spec, &opts);
@@ -1544,6 +1599,7 @@ int main(void) {
       cmocka_unit_test(test_wgstream3_plan),
       cmocka_unit_test(test_rmma_plan),
       cmocka_unit_test(test_strategies_by_shape),
+      cmocka_unit_test(test_cluster_rows_plan),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),

@@ -708,8 +708,8 @@ static void test_rmma_cluster(void **state) {
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
  * tolerance, its layer 2 by warp (the default where own units come in 32s)
  * and by lanes (FLOWGEN_TUNE=l2w=0), its layer 1 by pairs of lanes (the
- * default) and a unit a thread (l1p=0), of 4 and 8 blocks, one and three
- * samples a cluster, Euler and RK4. */
+ * default) and a unit a thread (l1p=0), of 4 and 8 blocks, 1 to 8
+ * samples a cluster over one to three waves of clusters, Euler and RK4. */
 static void test_cluster_layer2(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -725,6 +725,12 @@ static void test_cluster_layer2(void **state) {
   check_variant_within("l2w=0", "cluster4_r2", shapes, 1, 1e-6);
   check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
   check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
+  /* 4, 6 and 8 samples a cluster; 8 over three waves (fp32, D=64, H=256),
+   * two (tf32) and one (H=128); 4 over two (tune) */
+  check_variant_within(NULL, "cluster4_r4", shapes, n, 1e-6);
+  check_variant_within(NULL, "cluster4_r6", shapes, n, 1e-6);
+  check_variant_within(NULL, "cluster4_r8", shapes, n, 1e-6);
+  check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

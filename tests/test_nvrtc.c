@@ -353,7 +353,7 @@ static void test_wgmma_compiles(void **state) {
   static const last_case cases[] = {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
       {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64", "wgmma"},
-      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=73", "wgmma"},
+      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=481", "wgmma"},
       {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1", "wgmma"},
       {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1", "wgmma"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL, "wgmma"},
