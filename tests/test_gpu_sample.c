@@ -549,8 +549,12 @@ typedef struct {
  * reference within `tolerance`, at batches within its range: from batch 0,
  * 1, 7, 9 and 65 (a last block of one, seven and one sample); else its
  * first, first + 64, + 65 and + 1000; then its last (or 2 first + 3). */
-static void check_variant_within(const char *tune, const char *strategy,
-                                 const variant_shape *shapes, size_t n_shapes, double tolerance) {
+/* For each shape and each of the n_strategies strategies (one runtime
+ * under FLOWGEN_TUNE=tune, so a shape compiles once), the sampler at the
+ * variant's first batch, +64, +65, +1000 and its last (those within its
+ * range) against the fp64 reference at `tolerance`. */
+static void check_variants_within(const char *tune, const char *const *strategies, size_t n_strategies,
+                                  const variant_shape *shapes, size_t n_shapes, double tolerance) {
   if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
@@ -567,27 +571,36 @@ static void check_variant_within(const char *tune, const char *strategy,
     flowrt_sampler *s = NULL;
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
-    const flowgen_variant *v = NULL;
-    for (int j = 0; j < flowgen_kernel_variant_count(k); ++j)
-      if (strcmp(flowgen_kernel_variant(k, j)->strategy, strategy) == 0) v = flowgen_kernel_variant(k, j);
-    if (!v) fail_msg("D=%d H=%d: no %s variant", spec.dim, spec.hidden, strategy);
-    const int64_t first = v->min_batch,
-                  last = v->max_batch >= 0 ? v->max_batch : 2 * first + 3;
-    const int64_t batches[] = {first > 0 ? first : 1, first > 0 ? first + 64 : 7,
-                               first > 0 ? first + 65 : 9, first > 0 ? first + 1000 : 65, last};
-    for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
-      if (v->max_batch >= 0 && batches[b] > v->max_batch) continue; /* a short range */
-      assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, strategy);
-      double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
-      printf("# %s %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_precision_name(spec.precision),
-             flowgen_solver_name(spec.solver), spec.dim, spec.hidden, (long long)batches[b],
-             strategy, e);
-      assert_true(e <= tolerance);
+    for (size_t j = 0; j < n_strategies; ++j) {
+      const char *strategy = strategies[j];
+      const flowgen_variant *v = NULL;
+      for (int m = 0; m < flowgen_kernel_variant_count(k); ++m)
+        if (strcmp(flowgen_kernel_variant(k, m)->strategy, strategy) == 0) v = flowgen_kernel_variant(k, m);
+      if (!v) fail_msg("D=%d H=%d: no %s variant", spec.dim, spec.hidden, strategy);
+      const int64_t first = v->min_batch,
+                    last = v->max_batch >= 0 ? v->max_batch : 2 * first + 3;
+      const int64_t batches[] = {first > 0 ? first : 1, first > 0 ? first + 64 : 7,
+                                 first > 0 ? first + 65 : 9, first > 0 ? first + 1000 : 65, last};
+      for (size_t b = 0; b < sizeof batches / sizeof *batches; ++b) {
+        if (v->max_batch >= 0 && batches[b] > v->max_batch) continue; /* a short range */
+        assert_string_equal(flowgen_kernel_pick(k, batches[b])->strategy, strategy);
+        double e = check_sampler(s, &spec, w, batches[b], 64, seed + b);
+        printf("# %s %s D=%d H=%d B=%lld %s relerr=%.3e\n", flowgen_precision_name(spec.precision),
+               flowgen_solver_name(spec.solver), spec.dim, spec.hidden, (long long)batches[b],
+               strategy, e);
+        assert_true(e <= tolerance);
+      }
     }
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
   }
   flowrt_close(rt);
+}
+
+/* check_variants_within for one strategy. */
+static void check_variant_within(const char *tune, const char *strategy,
+                                 const variant_shape *shapes, size_t n_shapes, double tolerance) {
+  check_variants_within(tune, &strategy, 1, shapes, n_shapes, tolerance);
 }
 
 static void check_variant(const char *tune, const char *strategy, const variant_shape *shapes,
@@ -650,7 +663,7 @@ static void test_wgstream_strategy(void **state) {
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance
- * (1e-6): its first batch (8449) and four more (a last block of one
+ * (1e-6): its first batch (1057 on an H200) and four more (a last block of one
  * sample; over clusters of 2, wsc=2, a last cluster with a block without
  * samples), D and H of no multiple of 16 and 32. */
 static void test_wgstream3_strategy(void **state) {
@@ -718,19 +731,17 @@ static void test_cluster_layer2(void **state) {
                                          {64, 256, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
                                          {32, 128, 5, FLOWGEN_PRECISION_FP32}};
   const size_t n = sizeof shapes / sizeof *shapes;
-  check_variant_within(NULL, "cluster4_r1", shapes, n, 1e-6);
-  check_variant_within(NULL, "cluster4_r3", shapes, n, 1e-6);
+  /* 1 to 8 samples a cluster; 8 over three waves (fp32, D=64, H=256), two
+   * (tf32) and one (H=128) */
+  static const char *const planned[] = {"cluster4_r1", "cluster4_r3", "cluster4_r4", "cluster4_r6",
+                                        "cluster4_r8"};
+  check_variants_within(NULL, planned, sizeof planned / sizeof *planned, shapes, n, 1e-6);
   check_variant_within("cluster=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
   check_variant_within("l2w=0", "cluster4_r1", shapes, n, 1e-6);
   check_variant_within("l2w=0", "cluster4_r2", shapes, 1, 1e-6);
   check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
   check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
-  /* 4, 6 and 8 samples a cluster; 8 over three waves (fp32, D=64, H=256),
-   * two (tf32) and one (H=128); 4 over two (tune) */
-  check_variant_within(NULL, "cluster4_r4", shapes, n, 1e-6);
-  check_variant_within(NULL, "cluster4_r6", shapes, n, 1e-6);
-  check_variant_within(NULL, "cluster4_r8", shapes, n, 1e-6);
-  check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);
+  check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
