@@ -1018,8 +1018,8 @@ static void check_everything_released(void) {
  * flowrt_sample_host a cluster one.  The small model (D=3, H=5) is for the
  * tests that make NVRTC compile: it takes a quarter of the time. */
 #define DIM_MAX 64
-#define SAMPLE_BATCH 100 /* tiled: 4 blocks of 32 rows */
-#define HOST_BATCH 4     /* cluster8_r1: 4 clusters of 8 blocks */
+#define SAMPLE_BATCH 800 /* tiled8 (past the cluster kernel's 720): 100 blocks of 8 rows */
+#define HOST_BATCH 4     /* cluster4_r1: 4 clusters of 4 blocks */
 
 typedef enum phase {
   PH_OPEN,
@@ -1633,7 +1633,7 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   (void)state;
   g.cooperative_max = 100;
   scenario sc;
-  start_tuned(&sc, "gemm=1,clusters=1,gfrom=4");
+  start_tuned(&sc, "gemm=1,clusters=1,rows=1:2:3,cwaves=1,gfrom=4");
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *gemm = flowgen_kernel_pick(k, HOST_BATCH);
   assert_string_equal(gemm->strategy, "gemm");

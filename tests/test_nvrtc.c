@@ -220,10 +220,11 @@ static void test_host_launcher_compiles(void **state) {
   }
 }
 
-/* Cold start-up: the default shape's six kernels (three cluster variants,
- * two tiled, the tf32x3 matrix-unit kernel, which alone takes about 0.8 s)
- * compile in 2.1 to 2.3 s on a 2-core machine; the limit catches a
- * blow-up, not noise. */
+/* Cold start-up: the default shape's nine kernels (six cluster variants,
+ * 1 to 8 samples a cluster, about 0.4 s each; two tiled; the tf32x3
+ * matrix-unit kernel, which alone takes about 0.8 s) compile in about 3.8 s
+ * on a 2-core machine (4.7 s with the other tests running beside it); the
+ * limit catches a blow-up, not noise. */
 static void test_default_compile_time(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -231,8 +232,8 @@ static void test_default_compile_time(void **state) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   double seconds = compile_clean(&spec, false);
-  if (seconds > 3.5)
-    fail_msg("the default shape took %.2f s to compile for sm_90 (limit 3.5 s)",
+  if (seconds > 6.5)
+    fail_msg("the default shape took %.2f s to compile for sm_90 (limit 6.5 s)",
              seconds);
 }
 
