@@ -126,12 +126,12 @@ bench: $(BUILD)/bench
 	  --batches $(BENCH_BATCHES) --json $(BUILD)/bench-precisions.json
 
 # On-chip latencies (mma.sync, barriers, movmatrix, tanh, shared loads,
-# shuffles) and the SM clock while small kernels run: `make probe` then
-# build/probe on the GPU machine.
+# shuffles), tf32 wgmma's rate by shape and the SM clock while small
+# kernels run: `make probe` then build/probe on an H100/H200.
 probe: $(BUILD)/probe
 $(BUILD)/probe: bench/probe.cu
 	@mkdir -p $(BUILD)
-	$(NVCC) -O3 -arch=sm_90 -std=c++17 -o $@ $<
+	$(NVCC) -O3 -gencode=arch=compute_90a,code=sm_90a -std=c++17 -o $@ $<
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
