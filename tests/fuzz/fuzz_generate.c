@@ -31,7 +31,7 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "rw1",      "l2w",     "l1p",
                                         "rcl",      "wgstream", "wsn",
                                         "wsc",      "wsfrom",   "ws3",
-                                        "wsp",      "wspp"};
+                                        "wsp",      "wspp",     "cwaves"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
@@ -39,7 +39,8 @@ static const char *const tune_values[] = {
     "2:1",   "0:0",     "abc",   "1.5",    "1e3",    "0x4",
     "layer1", "layer2", "layer3", "4294967297", "9223372036854775807", "24",
     "64",    "128",     "5",     "9",      "73",     "2113",
-    "regs",  "smem",    "2112",  "8448",   "8449",   "euler"};
+    "regs",  "smem",    "2112",  "8448",   "8449",   "euler",
+    "4:6:8", "1:2:3:4:6:8", "8:1", "30"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The largest dynamic shared memory a block can opt in to (bytes). */
