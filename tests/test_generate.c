@@ -616,9 +616,6 @@ static void test_strategies_by_shape(void **state) {
   expect_tune_refused(&spec, "l1p=2");
 }
 
-/* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
- * strategy from B=1057, cooperative, its chunk's activations in the scratch
- * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
 /* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
  * one wave of 30 clusters of 4 blocks, the last over more waves where the
  * weights take 256 KB or more (fp32 three, tf32 two; measured faster than
@@ -673,6 +670,9 @@ static void test_cluster_rows_plan(void **state) {
   expect_tune_refused(&spec, "cwaves=9");
 }
 
+/* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
+ * strategy from B=1057, cooperative, its chunk's activations in the scratch
+ * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
 static void test_gemm_plan(void **state) {
   (void)state;
   /* D=1024, H=1024: from 1057 on (the matrix-unit kernel, 16 samples per
@@ -1044,12 +1044,13 @@ static void test_wgstream_plan(void **state) {
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:
  * none): in place of the 64-row mma kernel and the 32-row tiled one (from
- * tiled8's last batch + 1), one consumer warpgroup and a producer one a block, 64 samples a block, blocks alone (wsc=2: clusters
- * of 2), 32 outputs a chunk; the weights' high parts in segment ws and
- * their low parts in wsl, each piece copied as both into one stage, a
- * chunk's W2 pieces before the last chunk's W3 piece (the next chunk's
- * layer 2 in flight during a chunk's SiLU); h1's low part the A operand
- * from shared memory. */
+ * tiled8's last batch + 1), one consumer warpgroup and a producer one a
+ * block, 64 samples a block, blocks alone (wsc=2: clusters of 2), 32
+ * outputs a chunk; the weights' high parts in segment ws and their low
+ * parts in wsl, each piece copied as both into one stage, a chunk's W2
+ * pieces before the last chunk's W3 piece (the next chunk's layer 2 in
+ * flight during a chunk's SiLU); h1's low part the A operand from shared
+ * memory. */
 static void test_wgstream3_plan(void **state) {
   (void)state;
   flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);

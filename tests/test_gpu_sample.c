@@ -545,14 +545,11 @@ typedef struct {
   flowgen_solver solver; /* Euler where left out */
 } variant_shape;
 
-/* Each shape's `strategy` variant (under FLOWGEN_TUNE=tune) against the
+/* Each shape's variant of each of the n_strategies strategies (one
+ * runtime under FLOWGEN_TUNE=tune, so a shape compiles once) against the
  * reference within `tolerance`, at batches within its range: from batch 0,
  * 1, 7, 9 and 65 (a last block of one, seven and one sample); else its
  * first, first + 64, + 65 and + 1000; then its last (or 2 first + 3). */
-/* For each shape and each of the n_strategies strategies (one runtime
- * under FLOWGEN_TUNE=tune, so a shape compiles once), the sampler at the
- * variant's first batch, +64, +65, +1000 and its last (those within its
- * range) against the fp64 reference at `tolerance`. */
 static void check_variants_within(const char *tune, const char *const *strategies, size_t n_strategies,
                                   const variant_shape *shapes, size_t n_shapes, double tolerance) {
   if (tune) setenv("FLOWGEN_TUNE", tune, 1);
