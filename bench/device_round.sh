@@ -338,11 +338,11 @@ for what in "$@"; do
   wgstream3)
     # fp32 as tf32x3 on the streamed warpgroup kernel: its GPU tests; where
     # they pass, fp32 at B = 1057 to 262144 as planned, without it (ws3=0:
-    # the mma kernel), from B=1057 (mfrom, in place of the tiled kernel)
-    # and over clusters of 2 (wsc=2); compute-sanitizer over it.
+    # the tiled kernel, then the mma kernel) and over clusters of 2 (wsc=2);
+    # compute-sanitizer over it.
     filtered_tests wgstream3 'test_wgstream3_strategy'
     if grep -q PASSED "$out/wgstream3-tests.log"; then
-      time_tunes wgstream3 fp32 1057,2113,4225,8448,8449,16896,65536,262144 "" ws3=0 mfrom=1057 wsc=2
+      time_tunes wgstream3 fp32 1057,2113,4225,8448,8449,16896,65536,262144 "" ws3=0 wsc=2
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream3 $tool --light --only wgstream3
       done
