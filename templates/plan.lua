@@ -846,7 +846,11 @@ return function(spec)
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
   -- x each: half the loads of x; tune l1p=0: a unit over all of x a
   -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
-  -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0.
+  -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0,
+  -- the halves then x's first and second 32 inputs: a 2-way bank conflict
+  -- on every load (ncu: 8 wavefronts an LDS.128, not 2).  Alternate
+  -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
+  -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
   local l1_pairs = tune_switch(tune, "l1p")
   local at_once = {[2] = 48, [4] = 30, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
