@@ -739,6 +739,14 @@ static void test_cluster_layer2(void **state) {
   check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
   check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
   check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
+  /* layer 3's lanes of an output: 2, 16 apart, two sends each (D=64,
+   * H=128); 4, 8 apart, layer 2 by lanes (D=16, H=64); 8, 4 apart, half of
+   * them sending (D=32, H=256) */
+  static const variant_shape lanes3[] = {{64, 128, 4, FLOWGEN_PRECISION_FP32},
+                                         {16, 64, 4, FLOWGEN_PRECISION_FP32},
+                                         {32, 256, 4, FLOWGEN_PRECISION_FP32}};
+  static const char *const few[] = {"cluster4_r1", "cluster4_r3"};
+  check_variants_within(NULL, few, 2, lanes3, sizeof lanes3 / sizeof *lanes3, 1e-6);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
