@@ -839,7 +839,10 @@ return function(spec)
   -- 8-row tiled kernel takes 493 (fp32) and mma16 303 (tf32); at D=32,
   -- H=256, 92 / 181 / 270 (8; w = 1, 2, 3) against 421 (fp32) and 282
   -- (tf32); at D=32, H=128, 65 (8, one wave) against 198 and 116, and at
-  -- D=16, H=64, 50 against 86 (fp32).  So: with 256 KB of weights or more,
+  -- D=16, H=64, 50 against 86 (fp32).  (With the step made shorter since,
+  -- at D=64, H=256: 51.4, 61.7, 84.6, 109.3, 215.1, 320.5 in fp32; tf32
+  -- runs the same kernel, whose 320 over three waves still loses to
+  -- mma16's 300.)  So: with 256 KB of weights or more,
   -- three waves in fp32 and two in tf32; one wave otherwise.
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
   local l2_by_warp = tune_switch(tune, "l2w")
