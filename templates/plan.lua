@@ -55,7 +55,7 @@ end
 
 -- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil;
 -- rm: the same for rmma; ws: wgstream's layout (wgstream_layout), or nil.
-local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws)
+local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, fold)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -65,6 +65,10 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws)
     {"w3t", H * D, "W3 transposed: [H][D]"},
     {"b3", D, "bias of layer 3"},
   }
+  if fold then  -- the cluster kernel's layer 3 folded into layer 1: see cluster.cut
+    segments[#segments + 1] = {"w13t", H * H, "M = W1[:, :D] W3 transposed: [H][H] (fp64, rounded)"}
+    segments[#segments + 1] = {"w1b3", H, "c = W1[:, :D] b3 (fp64, rounded)"}
+  end
   if mma_kind and not mma_reads_fp32(mma_kind, D, H) then
     local es = mma_element_bytes(mma_kind)
     local function ld(n) return round_up(n, 16 // es) end
@@ -230,7 +234,7 @@ local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 -- and block.  Measured there, fp32, D=64, H=256: 34.7 us at B=8 by warp,
 -- 39.0 by lanes; 62.1 and 79.5 at B=64.  (Two threads a unit in layer 1,
 -- 512 a block, measured 14% slower: 44.5 us at B=8.)
-local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pairs)
+local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pairs, fold)
   local D, H = spec.dim, spec.hidden
   local threads = H  -- layer 1: a thread per hidden unit
   if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
@@ -243,6 +247,9 @@ local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pa
   local weights_per_thread = D + H // lanes2 + own // lanes3
   local static_shared = 4 * rows * (D + H + own + 2 * blocks * D + (by_warp and threads // 32 * own or 0)) + 16
   if weights_per_thread > 160 or static_shared > 48 * 1024 then return nil end
+  -- The fold: Euler, layer 2 by warp, partials H wide.
+  fold = fold and by_warp and #solvers[spec.solver].c == 1 and 2 * own + own // lanes3 <= 160
+      and static_shared + 4 * rows * 2 * blocks * (H - D) <= 48 * 1024
   -- rows: samples per cluster
   return variant(spec, params_floats, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
                  {threads = threads, rows = rows, blocks = blocks, shared = 0}, {
@@ -251,6 +258,7 @@ local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pa
     lanes2 = lanes2, lanes3 = lanes3,
     layer2_by_warp = by_warp,
     layer1_pairs = pairs and D % 8 == 0,  -- (own % (4 lanes3) == 0 makes D so)
+    fold = fold or false,
   })
 end
 
@@ -822,11 +830,39 @@ return function(spec)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
+  local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
+  local l2_by_warp = tune_switch(tune, "l2w")
+  -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
+  -- x each: half the loads of x; tune l1p=0: a unit over all of x a
+  -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
+  -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0,
+  -- the halves then x's first and second 32 inputs: a 2-way bank conflict
+  -- on every load (ncu: 8 wavefronts an LDS.128, not 2).  Alternate
+  -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
+  -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
+  local l1_pairs = tune_switch(tune, "l1p")
+  -- The cluster kernel with layer 3 folded into the next step's layer 1
+  -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
+  -- wherever it fits).  It drops layer 3, the Euler barrier and D x H + D x
+  -- H / C products a step, but each block receives H-wide partials, not
+  -- D-wide.  Measured on an H200, fp32, S=32, us without and with it: B=8
+  -- (a sample a cluster), D=32, H=128: 20.5 / 18.8; D=64, H=128: 21.0 /
+  -- 18.5; D=16, H=64: 17.7 / 17.7; D=32, H=256: 25.6 / 27.6; D=64, H=256:
+  -- 27.7 / 28.9 (over clusters of 8: 28.2).  B=64 (3 samples): D=64, H=128
+  -- 31.5 / 28.4; D=32, H=128 26.9 / 29.8; D=16, H=64 22.5 / 22.5.  So:
+  -- where H <= 128, a cluster of one sample, or more where H <= 2 D.
+  local fold_forced = tune.fold == "1"
+  local fold = tune_switch(tune, "fold") and not rm and tune.strategy ~= "tiled" and tune.grid ~= "1"
+      and (fold_forced or spec.hidden <= 128)
+  if fold then
+    local probe = cluster(spec, 0, blocks, 1, 0, l2_by_warp, l1_pairs, true)
+    fold = probe ~= nil and probe.fold
+  end
   local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
                                                 wg and {wg, wg_pad[1], wg_pad[2]},
                                                 rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
-                                                ws)
+                                                ws, fold)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks, in fp32 whatever the
   -- precision.  A variant with r rows (samples) a cluster serves batches up
@@ -844,17 +880,6 @@ return function(spec)
   -- runs the same kernel, whose 320 over three waves still loses to
   -- mma16's 300.)  So: with 256 KB of weights or more,
   -- three waves in fp32 and two in tf32; one wave otherwise.
-  local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
-  local l2_by_warp = tune_switch(tune, "l2w")
-  -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
-  -- x each: half the loads of x; tune l1p=0: a unit over all of x a
-  -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
-  -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0,
-  -- the halves then x's first and second 32 inputs: a 2-way bank conflict
-  -- on every load (ncu: 8 wavefronts an LDS.128, not 2).  Alternate
-  -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
-  -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
-  local l1_pairs = tune_switch(tune, "l1p")
   local at_once = {[2] = 48, [4] = 30, [8] = 8, [16] = 4}
   local clusters_at_once = tune.clusters and tune_number("clusters", tune.clusters) or 0
   if clusters_at_once < 1 then
@@ -886,7 +911,8 @@ return function(spec)
     local last
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
       local limit = rows * clusters_at_once
-      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs)
+      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs,
+                        fold and (fold_forced or rows == 1 or spec.hidden <= 2 * spec.dim))
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop

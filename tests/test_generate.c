@@ -670,6 +670,64 @@ static void test_cluster_rows_plan(void **state) {
   expect_tune_refused(&spec, "cwaves=9");
 }
 
+/* Occurrences of needle in text. */
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}
+
+/* The cluster kernel with layer 3 folded into the next step's layer 1
+ * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
+ * or at every count of samples where H <= 2 D; never beside rmma or with a
+ * multi-stage solver; tune fold=0 never, fold=1 wherever it fits (the
+ * partials fit 48 KB of shared memory: 1 to 4 samples at D=64, H=256).
+ * Only then does params hold M and c. */
+static void test_cluster_fold_plan(void **state) {
+  (void)state;
+  static const char kFolded[] = "// x itself is x0 + dt (S b3 + W3 sum_k h2_k)";
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    flowgen_solver solver;
+    const char *tune;
+    int folded;  /* cluster variants with the fold */
+  } cases[] = {{64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 6},
+               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, NULL, 6},
+               {32, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 1},
+               {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 0},
+               {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 4},
+               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=0", 0},
+               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "l2w=0", 0},
+               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4, NULL, 0},
+               {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0},
+               {16, 64, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
+    spec.precision = cases[c].precision;
+    spec.solver = cases[c].solver;
+    flowgen_options opts = {.tune = cases[c].tune};
+    flowgen_kernel *k = generate(&spec, &opts);
+    const char *src = flowgen_kernel_source(k);
+    if (count_of(src, kFolded) != cases[c].folded)
+      fail_msg("D=%d H=%d case %zu: %d folded variants, not %d", cases[c].dim, cases[c].hidden, c,
+               count_of(src, kFolded), cases[c].folded);
+    if (cases[c].folded) {
+      assert_contains(src, "constexpr int k_w13t = ");
+      assert_contains(src, "constexpr int k_w1b3 = ");
+      assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
+    } else {
+      assert_lacks(src, "k_w13t");
+    }
+    flowgen_kernel_free(k);
+  }
+  flowgen_spec spec = fg_test_spec(64, 128, 4, 80);  /* no clusters before sm_90 */
+  flowgen_kernel *k = generate(&spec, NULL);
+  assert_lacks(flowgen_kernel_source(k), "k_w13t");
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "fold=2");
+}
+
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
  * strategy from B=1057, cooperative, its chunk's activations in the scratch
  * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
@@ -1601,6 +1659,7 @@ int main(void) {
       cmocka_unit_test(test_rmma_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_cluster_rows_plan),
+      cmocka_unit_test(test_cluster_fold_plan),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),

@@ -739,6 +739,8 @@ static void test_cluster_layer2(void **state) {
   check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
   check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
   check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
+  check_variant_within("fold=0", "cluster4_r1", shapes, n, 1e-6);  /* x carried, layer 3 apart */
+  check_variant_within("fold=0", "cluster4_r3", shapes, 1, 1e-6);
   /* layer 3's lanes of an output: 2, 16 apart, two sends each (D=64,
    * H=128); 4, 8 apart, layer 2 by lanes (D=16, H=64); 8, 4 apart, half of
    * them sending (D=32, H=256) */
@@ -747,6 +749,28 @@ static void test_cluster_layer2(void **state) {
                                          {32, 256, 4, FLOWGEN_PRECISION_FP32}};
   static const char *const few[] = {"cluster4_r1", "cluster4_r3"};
   check_variants_within(NULL, few, 2, lanes3, sizeof lanes3 / sizeof *lanes3, 1e-6);
+}
+
+/* The cluster kernel with layer 3 folded into layer 1 (Euler, sm_90) at
+ * the fp32 tolerance: as planned at D=64, H=128 (every count of samples a
+ * cluster, in fp32 and tf32) and D=32, H=128 (one sample); forced (fold=1)
+ * at D=64, H=256 with 1 to 4 samples over clusters of 4 blocks and with
+ * one over 8. */
+static void test_cluster_fold(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_below(90);
+  static const variant_shape planned_shapes[] = {{64, 128, 5, FLOWGEN_PRECISION_FP32},
+                                                 {64, 128, 3, FLOWGEN_PRECISION_TF32}};
+  static const char *const all_rows[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3",
+                                         "cluster4_r4", "cluster4_r6", "cluster4_r8"};
+  check_variants_within(NULL, all_rows, sizeof all_rows / sizeof *all_rows, planned_shapes, 2, 1e-6);
+  static const variant_shape one_row[] = {{32, 128, 6, FLOWGEN_PRECISION_FP32}};
+  check_variant_within(NULL, "cluster4_r1", one_row, 1, 1e-6);
+  static const variant_shape forced[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32}};
+  static const char *const four[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3", "cluster4_r4"};
+  check_variants_within("fold=1", four, 4, forced, 1, 1e-6);
+  check_variant_within("fold=1,cluster=8", "cluster8_r1", forced, 1, 1e-6);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
@@ -806,6 +830,7 @@ int main(void) {
       cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_cluster_layer2),
+      cmocka_unit_test(test_cluster_fold),
       cmocka_unit_test(test_two_samplers_and_cache),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);

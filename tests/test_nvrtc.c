@@ -293,7 +293,8 @@ static void test_precisions_compile(void **state) {
 /* The tuned variants of the tiled kernels: several weight tiles in flight,
  * deeper tiles, the cluster split (FLOWGEN_TUNE=tstages=4,tchunk=64); of
  * the cluster kernel: layer 2 by lanes (l2w=0), 8 blocks a cluster, layer
- * 1 a unit a thread (l1p=0). */
+ * 1 a unit a thread (l1p=0), layer 3 folded into layer 1 (fold=1, of 4
+ * and 8 blocks). */
 static void test_tuned_variants_compile(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -309,6 +310,9 @@ static void test_tuned_variants_compile(void **state) {
       {64, 256, 2, FLOWGEN_SOLVER_RK4, "cluster=8"},
       {64, 256, 2, FLOWGEN_SOLVER_EULER, "l1p=0"},
       {24, 96, 2, FLOWGEN_SOLVER_HEUN, "l1p=0,l2w=0"},
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1,cluster=8"},
+      {64, 128, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, cases[i].steps, 90);
