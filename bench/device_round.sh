@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|rcl|wgstream|wgstream3|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|rcl|wgstream|wgstream3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -68,13 +68,16 @@
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
+#   fold      the cluster kernel's layer 3 folded into layer 1 beside
+#             fold=0 (H=128) and forced (fold=1, the default shape): its GPU
+#             tests, fp32 from B=1 to 240, sanitizers
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES, PYTORCH_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -108,15 +111,15 @@ filtered_tests() {
   grep -E '^# |FAILED|PASSED' "$out/$1-tests.log"
 }
 # time_tunes NAME PRECISIONS BATCHES TUNE...: build/bench at the default
-# shape under each FLOWGEN_TUNE (an empty one: the plan as it is), the
-# lines also in $out/NAME.txt.
+# shape (or $TUNE_SHAPES) under each FLOWGEN_TUNE (an empty one: the plan as
+# it is), the lines also in $out/NAME.txt.
 time_tunes() {
   t_name=$1 t_precisions=$2 t_batches=$3
   shift 3
   for t in "$@"; do
     echo "FLOWGEN_TUNE=$t"
     FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions "$t_precisions" \
-      --shapes 64,256,32 --batches "$t_batches" 2>&1 | grep 'B=' | tee -a "$out/$t_name.txt" || status=1
+      --shapes "${TUNE_SHAPES:-64,256,32}" --batches "$t_batches" 2>&1 | grep 'B=' | tee -a "$out/$t_name.txt" || status=1
   done
 }
 for what in "$@"; do
@@ -307,6 +310,23 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do
       sanitizer pairs $tool --light --only cluster
     done ;;
+  fold)
+    # The cluster kernel's layer 3 folded into layer 1 (the default where H
+    # <= 128) beside fold=0: its GPU tests, fp32 at H=128 from B=1 to 240
+    # and forced (fold=1) at the default shape, compute-sanitizer over the
+    # plan and under fold=1.
+    filtered_tests fold 'test_cluster_*'
+    TUNE_SHAPES="64,128,32;32,128,32"
+    time_tunes fold fp32 1,8,30,31,64,120,240 "" fold=0
+    TUNE_SHAPES=
+    time_tunes fold fp32 1,8,64,120 "" fold=1
+    for tool in memcheck racecheck synccheck; do
+      sanitizer fold $tool --light --only cluster
+    done
+    export FLOWGEN_TUNE=fold=1
+    sanitizer fold-forced racecheck --light --only cluster
+    sanitizer fold-forced synccheck --light --only cluster
+    unset FLOWGEN_TUNE ;;
   rcl)
     # rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2) beside the plan
     # without them: its GPU tests, bf16 and fp16 from B=1 to 384,
