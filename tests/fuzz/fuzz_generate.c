@@ -31,7 +31,8 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "rw1",      "l2w",     "l1p",
                                         "rcl",      "wgstream", "wsn",
                                         "wsc",      "wsfrom",   "ws3",
-                                        "wsp",      "wspp",     "cwaves"};
+                                        "wsp",      "wspp",     "cwaves",
+                                        "fold"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
