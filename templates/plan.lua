@@ -843,9 +843,9 @@ return function(spec)
   local l1_pairs = tune_switch(tune, "l1p")
   -- The cluster kernel with layer 3 folded into the next step's layer 1
   -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
-  -- wherever it fits).  It drops layer 3, the Euler barrier and D x H + D x
-  -- H / C products a step, but each block receives H-wide partials, not
-  -- D-wide.  Measured on an H200, fp32, S=32, us without and with it: B=8
+  -- wherever it fits).  A step loses layer 3 and the Euler barrier, and
+  -- each block's D x H + D x H / C products become H x H / C, but each
+  -- block receives H-wide partials, not D-wide.  Measured on an H200, fp32, S=32, us without and with it: B=8
   -- (a sample a cluster), D=32, H=128: 20.5 / 18.8; D=64, H=128: 21.0 /
   -- 18.5; D=16, H=64: 17.7 / 17.7; D=32, H=256: 25.6 / 27.6; D=64, H=256:
   -- 27.7 / 28.9 (over clusters of 8: 28.2).  B=64 (3 samples): D=64, H=128
