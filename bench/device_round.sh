@@ -1,7 +1,7 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
 # build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|rcl|wgstream|wgstream3|digits|all]...
+# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
@@ -77,7 +77,7 @@
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, small, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -264,8 +264,8 @@ for what in "$@"; do
         --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
-      sanitizer rmma $tool --light --only rmma
-      FLOWGEN_TUNE=rmma=2112 sanitizer rmma-stages $tool --light --only rmma  # and the multi-stage cases
+      FLOWGEN_TUNE=rfrom=1 sanitizer rmma $tool --light --only rmma  # from a block of one sample
+      FLOWGEN_TUNE=rmma=2112,rfrom=1 sanitizer rmma-stages $tool --light --only rmma  # and the multi-stage cases
     done ;;
   probe)
     build/probe | tee "$out/probe.txt" || status=1 ;;
@@ -327,6 +327,20 @@ for what in "$@"; do
     sanitizer fold-forced racecheck --light --only cluster
     sanitizer fold-forced synccheck --light --only cluster
     unset FLOWGEN_TUNE ;;
+  small)
+    # bf16 and fp16 at small batches: the cluster kernel's first wave
+    # before rmma (the plan) beside rmma from the first batch (rfrom=1) and
+    # the cluster kernel throughout (rmma=0), over shapes ($SMALL_SHAPES);
+    # its GPU tests; compute-sanitizer over the cluster kernel (build/sanitize
+    # has a bf16 case).
+    filtered_tests small 'test_low_precision_small_batches'
+    TUNE_SHAPES=${SMALL_SHAPES:-"64,256,32;64,128,32;32,128,32;16,64,32;32,256,32;64,64,32"}
+    time_tunes small bf16 1,8,30,31,45,60,90 "" rfrom=1 rmma=0
+    TUNE_SHAPES=
+    time_tunes small fp16 1,8,30 "" rfrom=1
+    for tool in racecheck synccheck; do
+      sanitizer small $tool --light --only cluster
+    done ;;
   rcl)
     # rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2) beside the plan
     # without them: its GPU tests, bf16 and fp16 from B=1 to 384,

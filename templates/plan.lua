@@ -816,7 +816,8 @@ return function(spec)
   local wg = wgmma_ok(spec, tune) and spec.precision or nil
   local wg_pad = wg and {wgmma_shape(spec)} or nil  -- {D, H rounded up to 16, shared bytes}
   -- bf16/fp16, small batches: the register-resident kernel, in place of
-  -- the cluster kernel, for two waves of blocks (one a SM; measured on an
+  -- the cluster kernel (all but its first wave where D >= 64: see below),
+  -- for two waves of blocks (one a SM; measured on an
   -- H200 at d481666+, bf16, B=8 / 1000 / 2112: D=64, H=256, 37.0 / 38.2 /
   -- 72.4 us where the cluster kernel and wgmma64 took 39.1 / 111 / 111;
   -- D=17, H=200, with W1 still in shared memory, 27.7 / 28.8 / 53.6
@@ -851,9 +852,18 @@ return function(spec)
   -- 27.7 / 28.9 (over clusters of 8: 28.2).  B=64 (3 samples): D=64, H=128
   -- 31.5 / 28.4; D=32, H=128 26.9 / 29.8; D=16, H=64 22.5 / 22.5.  So:
   -- where H <= 128, a cluster of one sample, or more where H <= 2 D.
+  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
+  -- one wave of such clusters takes (rcl=0: none, the default); tune
+  -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
+  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
+  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
+    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
+  end
+  local rm_from = rm and tune.rfrom and tune_number("rfrom", tune.rfrom)
+  local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
   local fold_forced = tune.fold == "1"
-  local fold = tune_switch(tune, "fold") and not rm and tune.strategy ~= "tiled" and tune.grid ~= "1"
-      and (fold_forced or spec.hidden <= 128)
+  local fold = tune_switch(tune, "fold") and clusters_ok and (fold_forced or spec.hidden <= 128)
+      and not (rm and (rcl and rcl > 0 or rm_from == 1))
   if fold then
     local probe = cluster(spec, 0, blocks, 1, 0, l2_by_warp, l1_pairs, true)
     fold = probe ~= nil and probe.fold
@@ -886,31 +896,13 @@ return function(spec)
     clusters_at_once = at_once[blocks] or 4
   end
   local covered = 0
-  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
-  -- one wave of such clusters takes (rcl=0: none, the default).
-  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
-  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
-    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
-  end
-  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
-  if rmc then
-    local v = rmma(spec, params_floats, tune, rmc)
-    v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
-    v.drop = tune.drop
-    variants[#variants + 1] = v
-    covered = v.max_batch
-  end
-  if rm then
-    local v = rmma(spec, params_floats, tune, rm)
-    v.min_batch = covered + 1
-    v.max_batch = rm_last
-    v.drop = tune.drop
-    variants[#variants + 1] = v
-    covered = rm_last
-  elseif tune.strategy ~= "tiled" and tune.grid ~= "1" then
+  -- The cluster kernel's variants, a sample a cluster first, up to batch
+  -- `cap` (nil: the last one over more waves); the last one planned.
+  local function add_clusters(cap)
     local last
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
-      local limit = rows * clusters_at_once
+      if cap and covered >= cap then break end
+      local limit = cap and math.min(cap, rows * clusters_at_once) or rows * clusters_at_once
       local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs,
                         fold and (fold_forced or rows == 1 or spec.hidden <= 2 * spec.dim))
       if v and limit > covered then
@@ -921,6 +913,48 @@ return function(spec)
         last = v
       end
     end
+    return last
+  end
+  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
+  if rmc then
+    local v = rmma(spec, params_floats, tune, rmc)
+    v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
+    v.drop = tune.drop
+    variants[#variants + 1] = v
+    covered = v.max_batch
+  end
+  if rm then
+    -- Where D >= 64, the (fp32) cluster kernel before rmma while one wave
+    -- of clusters of a sample each takes the batch: rmma's layers 1 and 3
+    -- grow with D, the cluster kernel's step barely does.  Measured on an
+    -- H200, bf16, S=32, B=8 (B=30), us, cluster / rmma: D=64, H=256 27.7
+    -- (28.3) / 34.4; D=64, H=128 18.1 (19.0, folded) / 21.6; D=64, H=64
+    -- 18.1 (18.6) / 18.9; D=80, H=160 27.2 (28.2) / 28.1 (28.1); but
+    -- D=48, H=192 27.3 (28.8) / 25.4; D=48, H=96 19.4 (20.0) / 17.9; D=32,
+    -- H=256 25.5 (26.2) / 25.8 (26.0); D=32, H=128 18.1 (18.8) / 17.5;
+    -- D=16, H=64 17.7 (18.0) / 12.6; from 31 on (two samples a cluster)
+    -- rmma everywhere.  tune rfrom=N: rmma from batch N (1: from the
+    -- first), the cluster kernel's variants (one wave each) before it.
+    local from = rm_from or spec.dim >= 64 and math.min(clusters_at_once + 1, rm_last) or 1
+    if from < 1 or from > rm_last then
+      refuse(string.format("tune: rfrom=%d is not within 1 to %d", from, rm_last))
+    end
+    if rmc and rm_from then refuse("tune: rfrom with rcl") end
+    if not rmc and clusters_ok and from > 1 then
+      add_clusters(from - 1)
+      if rm_from and covered < from - 1 then
+        refuse(string.format("tune: rfrom=%d: the cluster kernel's variants take batches up to %d only",
+                             from, covered))
+      end
+    end
+    local v = rmma(spec, params_floats, tune, rm)
+    v.min_batch = covered + 1
+    v.max_batch = rm_last
+    v.drop = tune.drop
+    variants[#variants + 1] = v
+    covered = rm_last
+  elseif clusters_ok then
+    local last = add_clusters(nil)
     -- the last one over more waves (tune cwaves=N: N waves)
     local waves = weight_bytes >= 256 * 1024 and (spec.precision == "fp32" and 3 or 2) or 1
     if tune.cwaves then waves = tune_number("cwaves", tune.cwaves) end

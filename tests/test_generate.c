@@ -679,7 +679,8 @@ static int count_of(const char *text, const char *needle) {
 
 /* The cluster kernel with layer 3 folded into the next step's layer 1
  * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
- * or at every count of samples where H <= 2 D; never beside rmma or with a
+ * or at every count of samples where H <= 2 D (bf16 and fp16: the one
+ * variant before rmma; none where rmma comes first); never with a
  * multi-stage solver; tune fold=0 never, fold=1 wherever it fits (the
  * partials fit 48 KB of shared memory: 1 to 4 samples at D=64, H=256).
  * Only then does params hold M and c. */
@@ -700,7 +701,9 @@ static void test_cluster_fold_plan(void **state) {
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=0", 0},
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "l2w=0", 0},
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4, NULL, 0},
-               {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0},
+               {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 1},
+               {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rfrom=1", 0},
+               {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rcl=4", 0},
                {16, 64, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 0}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
     flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
@@ -1166,12 +1169,14 @@ static void test_wgstream3_plan(void **state) {
 }
 
 /* The register-resident kernel (bf16/fp16, sm_80 and newer; every
- * solver) from
- * batch 0 to 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none) in place of the
- * cluster kernel, 8 samples a block; its fragment-order copies in params;
- * two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1 in
- * registers where they hold it (tune rw1); none for fp32, tf32, before
- * sm_80, or where the weights would not fit a thread's registers. */
+ * solver) up to batch 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none), 8
+ * samples a block, where D >= 64 after the cluster kernel's one-sample
+ * variant (one wave of 30 clusters; tune rfrom=N: rmma from batch N, 1 for
+ * all of it), else from the first batch; its
+ * fragment-order copies in params; two 16-unit tiles a warp where that
+ * leaves 8 warps (tune rmw), W1 in registers where they hold it (tune
+ * rw1); none for fp32, tf32, before sm_80, or where the weights would not
+ * fit a thread's registers. */
 static void test_rmma_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
@@ -1180,16 +1185,19 @@ static void test_rmma_plan(void **state) {
   flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
   const flowgen_variant *v = flowgen_kernel_variant(k, 0);
-  assert_string_equal(v->strategy, "rmma");
+  assert_string_equal(v->strategy, "cluster4_r1");
   assert_int_equal(v->min_batch, 0);
+  assert_int_equal(v->max_batch, 30);
+  v = flowgen_kernel_variant(k, 1);
+  assert_string_equal(v->strategy, "rmma");
+  assert_int_equal(v->min_batch, 31);
   assert_int_equal(v->max_batch, 2 * 8 * 132);
   assert_int_equal(v->block_threads, 256);
   assert_int_equal(v->rows_per_block, 8);
   assert_int_equal(v->cluster_blocks, 1);
   /* W1 (16-bit), 8 warps' fp32 partials of 64 x 8, x and h1 as operands */
   assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 8 * 64 * 8 + 2 * (64 + 256) * 8);
-  assert_null(find_strategy(k, "cluster4_r1"));
-  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 2 * 8 * 132 + 1);
+  assert_int_equal(flowgen_kernel_variant(k, 2)->min_batch, 2 * 8 * 132 + 1);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ");
   assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
@@ -1200,13 +1208,44 @@ static void test_rmma_plan(void **state) {
   flowgen_kernel_free(k);
   opts.tune = "rmma=1000";
   k = generate(&spec, &opts);
-  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 1000);
-  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 1001);
+  assert_int_equal(flowgen_kernel_variant(k, 1)->max_batch, 1000);
+  assert_int_equal(flowgen_kernel_variant(k, 2)->min_batch, 1001);
   flowgen_kernel_free(k);
+  /* rfrom: rmma from the first batch, from 9, or after two variants of
+   * the cluster kernel (a sample a cluster, then two) */
+  static const struct {
+    const char *tune;
+    int variant, from;
+  } from[] = {{"rfrom=1", 0, 0}, {"rfrom=9", 1, 9}, {"rfrom=61", 2, 61}, {"rmma=20", 1, 20}};
+  for (size_t i = 0; i < sizeof from / sizeof *from; ++i) {
+    opts.tune = from[i].tune;
+    k = generate(&spec, &opts);
+    v = flowgen_kernel_variant(k, from[i].variant);
+    assert_string_equal(v->strategy, "rmma");
+    assert_int_equal(v->min_batch, from[i].from);
+    if (from[i].variant > 0) assert_int_equal(flowgen_kernel_variant(k, from[i].variant - 1)->max_batch, from[i].from - 1);
+    flowgen_kernel_free(k);
+  }
+  expect_tune_refused(&spec, "rfrom=0");
+  expect_tune_refused(&spec, "rfrom=2113");
+  expect_tune_refused(&spec, "rfrom=242");  /* beyond the cluster kernel's variants */
+  expect_tune_refused(&spec, "rfrom=9,rcl=4");
+  /* D < 64: rmma from the first batch, unless tuned */
+  spec.dim = 32;
+  opts.tune = NULL;
+  k = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
+  flowgen_kernel_free(k);
+  opts.tune = "rfrom=31";
+  k = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
+  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 31);
+  flowgen_kernel_free(k);
+  spec.dim = 64;
   /* one tile a warp: 16 warps, W1 too many for the registers (shared) */
   opts.tune = "rmw=1";
   k = generate(&spec, &opts);
-  v = flowgen_kernel_variant(k, 0);
+  v = find_strategy(k, "rmma");
   assert_int_equal(v->block_threads, 512);
   assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 16 * 64 * 8 + 2 * (64 + 256) * 8);
   flowgen_kernel_free(k);
@@ -1272,7 +1311,8 @@ static void test_rmma_plan(void **state) {
   flowgen_kernel_free(k);
   opts.tune = "rcl=4";
   k = generate(&spec, &opts);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
+  assert_null(find_strategy(k, "rmma_c4"));
+  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
   flowgen_kernel_free(k);
   opts.tune = NULL;
 

@@ -677,7 +677,8 @@ static void test_wgstream3_strategy(void **state) {
 }
 
 /* The register-resident kernel (bf16 and fp16, sm_80 and newer;
- * FLOWGEN_TUNE=rmma=2000: up to 2000, two waves of blocks on an H200):
+ * FLOWGEN_TUNE=rmma=2000,rfrom=1: from the first batch up to 2000, two
+ * waves of blocks on an H200, so that a block of one sample is checked):
  * shapes whose D and H are no multiple of 16, the largest D it takes, two
  * tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers (D=17,
  * H=200) and in shared memory, every solver (the stages' inputs and sums). */
@@ -694,8 +695,25 @@ static void test_rmma_strategy(void **state) {
                                          {17, 200, 4, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN},
                                          {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
                                          {128, 128, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4}};
-  check_variant("rmma=2000", "rmma", shapes, sizeof shapes / sizeof *shapes);
-  check_variant("rmma=2000,rmw=1", "rmma", shapes, 1);
+  check_variant("rmma=2000,rfrom=1", "rmma", shapes, sizeof shapes / sizeof *shapes);
+  check_variant("rmma=2000,rmw=1,rfrom=1", "rmma", shapes, 1);
+}
+
+/* bf16 and fp16 as planned where the cluster kernel takes the first wave
+ * (sm_90, D >= 64): its one-sample variant (fp32 arithmetic) at the fp32
+ * tolerance, layer 3 folded at H=128, then rmma from batch 31 at the
+ * precision's; Euler and RK4. */
+static void test_low_precision_small_batches(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_below(90);
+  static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
+                                         {64, 128, 5, FLOWGEN_PRECISION_FP16},
+                                         {64, 64, 4, FLOWGEN_PRECISION_BF16},
+                                         {64, 256, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4}};
+  const size_t n = sizeof shapes / sizeof *shapes;
+  check_variant_within(NULL, "cluster4_r1", shapes, n, 1e-6);
+  check_variant(NULL, "rmma", shapes, n);
 }
 
 /* The register-resident kernel over a cluster (FLOWGEN_TUNE=rcl=4 and 2;
@@ -829,6 +847,7 @@ int main(void) {
       cmocka_unit_test(test_wgstream3_strategy),
       cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_rmma_cluster),
+      cmocka_unit_test(test_low_precision_small_batches),
       cmocka_unit_test(test_cluster_layer2),
       cmocka_unit_test(test_cluster_fold),
       cmocka_unit_test(test_two_samplers_and_cache),

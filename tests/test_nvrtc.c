@@ -397,7 +397,7 @@ static void test_wgstream_compiles(void **state) {
 }
 
 /* The register-resident kernel compiles without warnings or spills where
- * the planner takes a shape (tune rmma=1000: up to batch 1000):
+ * the planner takes a shape (tune rmma=1000,rfrom=1: from the first batch up to 1000):
  * the default shape, D and H of no multiple of 16, the largest D for
  * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
  * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
@@ -428,7 +428,7 @@ static void test_rmma_compiles(void **state) {
     spec.precision = cases[i].precision;
     spec.solver = cases[i].solver;
     spec.arch_specific = i == 0;
-    flowgen_options opts = {.tune = "rmma=1000"};
+    flowgen_options opts = {.tune = "rmma=1000,rfrom=1"};
     flowgen_kernel *k = NULL;
     assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
     assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");

@@ -32,7 +32,7 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "rcl",      "wgstream", "wsn",
                                         "wsc",      "wsfrom",   "ws3",
                                         "wsp",      "wspp",     "cwaves",
-                                        "fold"};
+                                        "fold",     "rfrom"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
