@@ -1,8 +1,16 @@
 #!/bin/sh
 # One full round on a GPU machine, from a build made elsewhere (carried in
-# build/).  Results land in $OUT (or ./device-out).
-# usage: sh bench/device_round.sh [tests|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|digits|all]...
+# build/: `make all tests`, then `make -C examples O=$PWD/build/examples
+# FLOWGEN_BUILD=$PWD/build`, so that test_examples finds jit_sample built
+# where the static Lua and jansson are).  Results land in $OUT (or
+# ./device-out).
+# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
+#   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
+#             (default: all, in order; a cold round of them takes more
+#             than 10 minutes, so a round under a time limit splits them)
+#   gpu-programs  the other test programs that use a GPU: test_cli_runtime,
+#             test_examples, test_faults
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
 #             for all but memcheck; SANITIZE_TIMEOUT seconds per tool)
@@ -85,6 +93,10 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 if [ $# -eq 0 ] || [ "$*" = all ]; then set -- tests sanitize bench precisions sweep grid digits; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
+if [ ! build/examples/jit_sample -nt build/libflowgen.a ]; then
+  echo "device_round.sh: build/examples/jit_sample is missing or older than build/libflowgen.a:" \
+    "test_examples will try to rebuild it here (see the header)" >&2
+fi
 have_torch() { [ "${FLOWGEN_NO_TORCH:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; }
 status=0
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -128,6 +140,20 @@ for what in "$@"; do
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
       sh tests/run.sh build/tests/test_* > "$out/tests.log" 2>&1 || status=1
     grep -E '^# |FAILED|tests:' "$out/tests.log" | tail -80 ;;
+  gpu)
+    names=${GPU_TESTS:-$(sed -n 's/.*cmocka_unit_test(\(test_[a-z0-9_]*\)).*/\1/p' tests/test_gpu_sample.c)}
+    for n in $names; do
+      if FLOWGEN_REQUIRE_GPU=1 FLOWGEN_TEST_FILTER=$n build/tests/test_gpu_sample >> "$out/gpu-tests.log" 2>&1; then
+        echo "$n passed"
+      else
+        echo "$n FAILED"; status=1
+      fi
+    done ;;
+  gpu-programs)
+    FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
+      sh tests/run.sh build/tests/test_cli_runtime build/tests/test_examples build/tests/test_faults \
+      > "$out/gpu-programs.log" 2>&1 || status=1
+    grep -E 'FAILED|tests:' "$out/gpu-programs.log" ;;
   sanitize)
     for tool in memcheck racecheck synccheck initcheck; do
       if [ $tool = memcheck ]; then sanitizer sanitize $tool; else sanitizer sanitize $tool --light; fi
