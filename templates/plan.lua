@@ -842,6 +842,15 @@ return function(spec)
   -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
   -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
   local l1_pairs = tune_switch(tune, "l1p")
+  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
+  -- one wave of such clusters takes (rcl=0: none, the default); tune
+  -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
+  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
+  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
+    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
+  end
+  local rm_from = rm and tune.rfrom and tune_number("rfrom", tune.rfrom)
+  local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
   -- The cluster kernel with layer 3 folded into the next step's layer 1
   -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
   -- wherever it fits).  A step loses layer 3 and the Euler barrier, and
@@ -852,21 +861,16 @@ return function(spec)
   -- 27.7 / 28.9 (over clusters of 8: 28.2).  B=64 (3 samples): D=64, H=128
   -- 31.5 / 28.4; D=32, H=128 26.9 / 29.8; D=16, H=64 22.5 / 22.5.  So:
   -- where H <= 128, a cluster of one sample, or more where H <= 2 D.
-  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
-  -- one wave of such clusters takes (rcl=0: none, the default); tune
-  -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
-  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
-  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
-    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
-  end
-  local rm_from = rm and tune.rfrom and tune_number("rfrom", tune.rfrom)
-  local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
   local fold_forced = tune.fold == "1"
   local fold = tune_switch(tune, "fold") and clusters_ok and (fold_forced or spec.hidden <= 128)
       and not (rm and (rcl and rcl > 0 or rm_from == 1))
   if fold then
     local probe = cluster(spec, 0, blocks, 1, 0, l2_by_warp, l1_pairs, true)
     fold = probe ~= nil and probe.fold
+  end
+  -- whether the variant of `rows` samples a cluster folds (where it fits)
+  local function folds(rows)
+    return fold and (fold_forced or rows == 1 or spec.hidden <= 2 * spec.dim)
   end
   local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
                                                 scratch > 0 and SCRATCH_DATA + scratch,
@@ -903,8 +907,7 @@ return function(spec)
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
       if cap and covered >= cap then break end
       local limit = cap and math.min(cap, rows * clusters_at_once) or rows * clusters_at_once
-      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs,
-                        fold and (fold_forced or rows == 1 or spec.hidden <= 2 * spec.dim))
+      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs, folds(rows))
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop
