@@ -849,8 +849,14 @@ return function(spec)
   if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
     refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
   end
+  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
   local rm_from = rm and tune.rfrom and tune_number("rfrom", tune.rfrom)
+  if rmc and rm_from then refuse("tune: rfrom with rcl") end
   local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
+  -- Where rmma is planned, whether the cluster kernel takes the batches
+  -- before it (where D >= 64, unless tuned; see below)
+  local clusters_first = rm and clusters_ok and not rmc
+      and (rm_from and rm_from > 1 or not rm_from and spec.dim >= 64 and rm_last > 1)
   -- The cluster kernel with layer 3 folded into the next step's layer 1
   -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
   -- wherever it fits).  A step loses layer 3 and the Euler barrier, and
@@ -863,7 +869,7 @@ return function(spec)
   -- where H <= 128, a cluster of one sample, or more where H <= 2 D.
   local fold_forced = tune.fold == "1"
   local fold = tune_switch(tune, "fold") and clusters_ok and (fold_forced or spec.hidden <= 128)
-      and not (rm and (rcl and rcl > 0 or rm_from == 1))
+      and (not rm or clusters_first)
   if fold then
     local probe = cluster(spec, 0, blocks, 1, 0, l2_by_warp, l1_pairs, true)
     fold = probe ~= nil and probe.fold
@@ -918,7 +924,6 @@ return function(spec)
     end
     return last
   end
-  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
   if rmc then
     local v = rmma(spec, params_floats, tune, rmc)
     v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
@@ -942,8 +947,7 @@ return function(spec)
     if from < 1 or from > rm_last then
       refuse(string.format("tune: rfrom=%d is not within 1 to %d", from, rm_last))
     end
-    if rmc and rm_from then refuse("tune: rfrom with rcl") end
-    if not rmc and clusters_ok and from > 1 then
+    if clusters_first then
       add_clusters(from - 1)
       if rm_from and covered < from - 1 then
         refuse(string.format("tune: rfrom=%d: the cluster kernel's variants take batches up to %d only",

@@ -680,8 +680,8 @@ static int count_of(const char *text, const char *needle) {
 /* The cluster kernel with layer 3 folded into the next step's layer 1
  * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
  * or at every count of samples where H <= 2 D (bf16 and fp16: the one
- * variant before rmma; none where rmma comes first); never with a
- * multi-stage solver; tune fold=0 never, fold=1 wherever it fits (the
+ * variant before rmma; none, nor M and c, where rmma comes first: D < 64,
+ * rfrom=1, rmma=1, rcl); never with a multi-stage solver; tune fold=0 never, fold=1 wherever it fits (the
  * partials fit 48 KB of shared memory: 1 to 4 samples at D=64, H=256).
  * Only then does params hold M and c. */
 static void test_cluster_fold_plan(void **state) {
@@ -703,7 +703,10 @@ static void test_cluster_fold_plan(void **state) {
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4, NULL, 0},
                {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 1},
                {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rfrom=1", 0},
+               {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rmma=1", 0},
                {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rcl=4", 0},
+               {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0},
+               {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rfrom=31", 1},
                {16, 64, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 0}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
     flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
