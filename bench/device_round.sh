@@ -79,6 +79,9 @@
 #   fold      the cluster kernel's layer 3 folded into layer 1 beside
 #             fold=0 (H=128) and forced (fold=1, the default shape): its GPU
 #             tests, fp32 from B=1 to 240, sanitizers
+#   small     bf16 and fp16 at small batches: the plan (the cluster kernel
+#             before rmma where D >= 64) beside rfrom=1 and rmma=0 over
+#             shapes ($SMALL_SHAPES), its GPU tests, sanitizers
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES, PYTORCH_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench

@@ -943,7 +943,7 @@ return function(spec)
     -- D=16, H=64 17.7 (18.0) / 12.6; from 31 on (two samples a cluster)
     -- rmma everywhere.  tune rfrom=N: rmma from batch N (1: from the
     -- first), the cluster kernel's variants (one wave each) before it.
-    local from = rm_from or spec.dim >= 64 and math.min(clusters_at_once + 1, rm_last) or 1
+    local from = rm_from or clusters_first and math.min(clusters_at_once + 1, rm_last) or 1
     if from < 1 or from > rm_last then
       refuse(string.format("tune: rfrom=%d is not within 1 to %d", from, rm_last))
     end

@@ -681,9 +681,9 @@ static int count_of(const char *text, const char *needle) {
  * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
  * or at every count of samples where H <= 2 D (bf16 and fp16: the one
  * variant before rmma; none, nor M and c, where rmma comes first: D < 64,
- * rfrom=1, rmma=1, rcl); never with a multi-stage solver; tune fold=0 never, fold=1 wherever it fits (the
- * partials fit 48 KB of shared memory: 1 to 4 samples at D=64, H=256).
- * Only then does params hold M and c. */
+ * rfrom=1, rmma=1, rcl); never with a multi-stage solver; tune fold=0
+ * never, fold=1 wherever it fits (the partials fit 48 KB of shared memory:
+ * 1 to 4 samples at D=64, H=256).  Only then does params hold M and c. */
 static void test_cluster_fold_plan(void **state) {
   (void)state;
   static const char kFolded[] = "// x itself is x0 + dt (S b3 + W3 sum_k h2_k)";
@@ -1175,11 +1175,10 @@ static void test_wgstream3_plan(void **state) {
  * solver) up to batch 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none), 8
  * samples a block, where D >= 64 after the cluster kernel's one-sample
  * variant (one wave of 30 clusters; tune rfrom=N: rmma from batch N, 1 for
- * all of it), else from the first batch; its
- * fragment-order copies in params; two 16-unit tiles a warp where that
- * leaves 8 warps (tune rmw), W1 in registers where they hold it (tune
- * rw1); none for fp32, tf32, before sm_80, or where the weights would not
- * fit a thread's registers. */
+ * all of it), else from the first batch; its fragment-order copies in
+ * params; two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1
+ * in registers where they hold it (tune rw1); none for fp32, tf32, before
+ * sm_80, or where the weights would not fit a thread's registers. */
 static void test_rmma_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
@@ -1226,7 +1225,8 @@ static void test_rmma_plan(void **state) {
     v = flowgen_kernel_variant(k, from[i].variant);
     assert_string_equal(v->strategy, "rmma");
     assert_int_equal(v->min_batch, from[i].from);
-    if (from[i].variant > 0) assert_int_equal(flowgen_kernel_variant(k, from[i].variant - 1)->max_batch, from[i].from - 1);
+    if (from[i].variant > 0)
+      assert_int_equal(flowgen_kernel_variant(k, from[i].variant - 1)->max_batch, from[i].from - 1);
     flowgen_kernel_free(k);
   }
   expect_tune_refused(&spec, "rfrom=0");
