@@ -55,7 +55,8 @@ end
 
 -- wg: the wgmma variant's kind and padded shape ({kind, Dp, Hp}), or nil;
 -- rm: the same for rmma; ws: wgstream's layout (wgstream_layout), or nil.
-local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, fold)
+-- cw: the cluster kernel's thread-major weight copies (cluster_thread_weights), or {}.
+local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, cw)
   local segments = {
     {"w1t", D * H, "W1[:, :D] transposed: [D][H]"},
     {"w1_time", H, "W1[:, D], the t column"},
@@ -65,9 +66,13 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, fold)
     {"w3t", H * D, "W3 transposed: [H][D]"},
     {"b3", D, "bias of layer 3"},
   }
-  if fold then  -- the cluster kernel's layer 3 folded into layer 1: see cluster.cut
-    segments[#segments + 1] = {"w13t", H * H, "M = W1[:, :D] W3 transposed: [H][H] (fp64, rounded)"}
-    segments[#segments + 1] = {"w1b3", H, "c = W1[:, :D] b3 (fp64, rounded)"}
+  for _, c in ipairs(cw) do  -- the cluster kernel's registers: see cluster_thread_weights
+    segments[#segments + 1] = {c.segment, c.floats, string.format(
+      "the cluster kernel's weights%s by thread: float4 c of thread t of block r at (%d r + c) %d + t",
+      c.fold and " (folded)" or "", c.floats_per_thread // 4, c.threads)}
+    if c.fold then
+      segments[#segments + 1] = {"w1b3", H, "c = W1[:, :D] b3 (fp64, rounded)"}
+    end
   end
   if mma_kind and not mma_reads_fp32(mma_kind, D, H) then
     local es = mma_element_bytes(mma_kind)
@@ -112,10 +117,11 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, fold)
   return out, offset
 end
 
--- The fields every variant gives the runtime (see gen/engine.lua), plus
--- the template's own in `extra`.  A variant serves batches 0 and up until
--- the planner narrows it.
-local function variant(spec, params_floats, name, template, launch, extra)
+-- The fields every variant gives the runtime (see gen/engine.lua; the
+-- planner adds params_bytes once the packed layout is known), plus the
+-- template's own in `extra`.  A variant serves batches 0 and up until the
+-- planner narrows it.
+local function variant(spec, name, template, launch, extra)
   local v = {
     strategy = name,
     namespace = name,
@@ -127,7 +133,6 @@ local function variant(spec, params_floats, name, template, launch, extra)
     rows_per_block = launch.rows,
     cluster_blocks = launch.blocks,
     shared_bytes = launch.shared,
-    params_bytes = 4 * params_floats,
     pack_threads = 256,
     grid_blocks_per_sm = 0,
   }
@@ -180,7 +185,7 @@ end
 -- through a double-buffered tile of `chunk` input rows (tiled.cut).  With
 -- blocks > 1, a cluster of that many blocks owns the samples and splits
 -- each layer's outputs (sm_90 and newer).
-local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk, stages)
+local function tiled(spec, max_rows, suffix, blocks, max_chunk, stages)
   local D, H = spec.dim, spec.hidden
   local threads = 256
   blocks = blocks or 1
@@ -211,7 +216,7 @@ local function tiled(spec, params_floats, max_rows, suffix, blocks, max_chunk, s
       .. "block, over the %d bytes sm_%d gives a block", D, H, shared, limit,
       spec.arch))
   end
-  return variant(spec, params_floats, "tiled" .. suffix, "tiled.cut",
+  return variant(spec, "tiled" .. suffix, "tiled.cut",
                  {threads = threads, rows = rows, blocks = blocks, shared = shared}, {
     x_stride = x_stride, h_stride = h_stride,
     chunk = chunk, stages = stages, tile_cols = cols,
@@ -234,7 +239,56 @@ local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 -- and block.  Measured there, fp32, D=64, H=256: 34.7 us at B=8 by warp,
 -- 39.0 by lanes; 62.1 and 79.5 at B=64.  (Two threads a unit in layer 1,
 -- 512 a block, measured 14% slower: 44.5 us at B=8.)
-local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pairs, fold)
+-- The weights a thread of the cluster kernel keeps in registers, array by
+-- array, in the order of its thread-major copy in params (segment wc, or
+-- wcf where layer 3 is folded): float4 c of thread t of block r at
+-- (r W + c) T + t (W float4s a thread, T threads a block), so that each
+-- of a warp's loads is 512 contiguous bytes (measured on an H200, D=64,
+-- H=256, B=8: 26.1 us against 28.0 with a float a load from the
+-- transposed matrices, whose 144 loads a thread took 0.9 us more before
+-- the first step).  cluster.cut declares and loads the arrays; the pack
+-- kernel (file.cut) writes them.  Each array: its name, its C dimensions,
+-- the matrix it holds (w1, w2, w3 or m = W1[:, :D] W3) and element n's
+-- output and input there, C expressions of rank, tid and n.
+local function cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold)
+  local J, L2, L3 = H // blocks, blocks, lanes3
+  local opw = 32 // L3  -- layer 3's outputs a warp
+  local arrays = {}
+  local function add(name, dims, matrix, out, input, what)
+    arrays[#arrays + 1] = {name = name, dims = dims, matrix = matrix, out = out, input = input, what = what}
+  end
+  if fold then
+    add("w1", {D}, "w1", "tid", "n", "layer 1: unit tid (z at the start only)")
+    add("wm", {J}, "m", "tid", string.format("%d * rank + n", J), "the fold: row tid of M, the own units' columns")
+  elseif pairs then
+    add("w1", {2, D // 2}, "w1", string.format("tid - tid %% 2 + n / %d", D // 2),
+        string.format("8 * (n %% %d / 4) + 4 * (tid %% 2) + n %% 4", D // 2),
+        "layer 1: units tid - tid % 2 and + 1, inputs 8 c + 4 (tid % 2) to + 3")
+  else
+    add("w1", {D}, "w1", "tid", "n", "layer 1: unit tid")
+  end
+  if by_warp then
+    add("w2", {J // 32, 32}, "w2", string.format("%d * rank + %d * (tid %% 32) + n / 32", J, J // 32),
+        "32 * (tid / 32) + n % 32", "layer 2: own units kUnits2 lane to + kUnits2 - 1, inputs 32 warp to + 31")
+  else
+    add("w2", {H // L2}, "w2", string.format("%d * rank + tid / %d", J, L2),
+        string.format("4 * (tid %% %d + %d * (n / 4)) + n %% 4", L2, L2), "layer 2: own unit `unit`, lane `lane2`'s inputs")
+  end
+  add("w3", {J // L3}, "w3", string.format("tid / 32 * %d + tid %% %d", opw, opw),
+      string.format("%d * rank + 4 * (tid %% 32 / %d + %d * (n / 4)) + n %% 4", J, opw, L3),
+      "layer 3: output `out`, lane `lane3`'s own inputs")
+  local per_thread = 0
+  for _, a in ipairs(arrays) do
+    a.first = per_thread  -- float index in the thread's list (a multiple of 4)
+    a.count = 1
+    for _, d in ipairs(a.dims) do a.count = a.count * d end
+    per_thread = per_thread + a.count
+  end
+  return {segment = fold and "wcf" or "wc", fold = fold, arrays = arrays, threads = H,
+          floats_per_thread = per_thread, floats = blocks * H * per_thread}
+end
+
+local function cluster(spec, blocks, rows, max_batch, by_warp, pairs, fold)
   local D, H = spec.dim, spec.hidden
   local threads = H  -- layer 1: a thread per hidden unit
   if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
@@ -251,14 +305,16 @@ local function cluster(spec, params_floats, blocks, rows, max_batch, by_warp, pa
   fold = fold and by_warp and #solvers[spec.solver].c == 1 and 2 * own + own // lanes3 <= 160
       and static_shared + 4 * rows * 2 * blocks * (H - D) <= 48 * 1024
   -- rows: samples per cluster
-  return variant(spec, params_floats, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
+  pairs = pairs and D % 8 == 0  -- (own % (4 lanes3) == 0 makes D so)
+  return variant(spec, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
                  {threads = threads, rows = rows, blocks = blocks, shared = 0}, {
     max_batch = max_batch,
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,
     layer2_by_warp = by_warp,
-    layer1_pairs = pairs and D % 8 == 0,  -- (own % (4 lanes3) == 0 makes D so)
+    layer1_pairs = pairs,
     fold = fold or false,
+    thread_weights = cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold or false),
   })
 end
 
@@ -294,7 +350,7 @@ end
 -- that every variant finds it in the same place), then the activations.
 local SCRATCH_DATA = 4
 
-local function grid(spec, params_floats, rows, max_batch, scratch_rows)
+local function grid(spec, rows, max_batch, scratch_rows)
   local D, H = spec.dim, spec.hidden
   local threads = 512
   local row_tiles = (max_batch + rows - 1) // rows
@@ -308,7 +364,7 @@ local function grid(spec, params_floats, rows, max_batch, scratch_rows)
   while chunk > 128 and bytes() > shared_limit(spec.arch) do chunk = chunk // 2 end
   local shared = bytes()
   if shared > shared_limit(spec.arch) then return nil end
-  return variant(spec, params_floats, "grid_b" .. max_batch, "grid.cut",
+  return variant(spec, "grid_b" .. max_batch, "grid.cut",
                  {threads = threads, rows = rows, blocks = 1, shared = shared}, {
     max_batch = max_batch,
     scratch_rows = scratch_rows,
@@ -357,7 +413,7 @@ local function gemm_rows(spec)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
 end
 
-local function gemm(spec, params_floats, weights, tune)
+local function gemm(spec, weights, tune)
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
   local rows = gemm_rows(spec)
@@ -410,7 +466,7 @@ local function gemm(spec, params_floats, weights, tune)
   end
   local shared = 4 * stages * (a_floats + b_floats)
   if shared > limit then return nil end
-  return variant(spec, params_floats, "gemm", "grid.cut",
+  return variant(spec, "gemm", "grid.cut",
                  {threads = GEMM_THREADS, rows = 32 * tallest, blocks = 1, shared = shared}, {
     gemm = true,
     scratch_rows = rows,
@@ -444,7 +500,7 @@ local function mma_layer(inputs, outputs, warps_n)
   return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
 end
 
-local function mma(spec, params_floats, kind, max_rows, suffix, tune)
+local function mma(spec, kind, max_rows, suffix, tune)
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
   local es = mma_element_bytes(kind)
@@ -492,7 +548,7 @@ local function mma(spec, params_floats, kind, max_rows, suffix, tune)
     for _, chunk in ipairs(choices("mchunk", es == 2 and {64, 32, 16} or {32, 16})) do
       for _, stages in ipairs(choices("mstages", {4, 3, 2})) do
         if bytes(rows, chunk, stages) <= limit then
-          return variant(spec, params_floats, "mma" .. suffix, "mma.cut",
+          return variant(spec, "mma" .. suffix, "mma.cut",
                          {threads = 32 * warps_n, rows = rows, blocks = 1,
                           shared = bytes(rows, chunk, stages)}, {
             mma = kind,
@@ -539,7 +595,7 @@ end
 
 -- groups: warpgroups a block (2; 1 for the one-warpgroup variant
 -- "wgmma64", whose blocks spread a batch of up to 64 x SMs over every SM).
-local function wgmma(spec, params_floats, tune, groups)
+local function wgmma(spec, tune, groups)
   local Dp, Hp, shared = wgmma_shape(spec)
   -- 128 outputs a wgmma where they split H evenly (a wgmma of 128 and one
   -- of the rest spill some shapes), else 64.
@@ -548,7 +604,7 @@ local function wgmma(spec, params_floats, tune, groups)
     n = tune_number("wgn", tune.wgn)
     if n ~= 64 and n ~= 128 then refuse(string.format("tune: wgn=%d is not one of 64, 128", n)) end
   end
-  return variant(spec, params_floats, groups == WG_GROUPS and "wgmma" or "wgmma" .. WG_ROWS * groups,
+  return variant(spec, groups == WG_GROUPS and "wgmma" or "wgmma" .. WG_ROWS * groups,
                  "wgmma.cut", {threads = 128 * groups, rows = WG_ROWS * groups, blocks = 1,
                                shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
@@ -660,8 +716,8 @@ local function wgstream_layout(spec, tune)
           split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
 
-local function wgstream(spec, params_floats, l)
-  return variant(spec, params_floats, l.split and "wgstream3" or "wgstream",
+local function wgstream(spec, l)
+  return variant(spec, l.split and "wgstream3" or "wgstream",
                  l.split and "wgstream3.cut" or "wgstream.cut",
                  {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
                   blocks = l.cluster, shared = l.shared}, {
@@ -765,8 +821,8 @@ local function rmma_plan(spec, tune)
   return l and l.shared <= shared_limit(spec.arch) and l or nil
 end
 
-local function rmma(spec, params_floats, tune, l)
-  return variant(spec, params_floats, l.name, "rmma.cut",
+local function rmma(spec, tune, l)
+  return variant(spec, l.name, "rmma.cut",
                  {threads = l.threads, rows = RMMA_ROWS, blocks = l.cluster, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
                   w1_regs = l.w1_regs})
@@ -795,8 +851,8 @@ return function(spec)
   -- strategy (tune gemm=0: never; gemm=1: whatever the weights).
   local gemm_ok = mma_kind == "tf32x3" and spec.arch >= 80 and tune.gemm ~= "0"
       and tune.strategy ~= "tiled" and (tune.gemm == "1" or weight_bytes >= 512 * 1024)
-      and gemm(spec, 0, {}, tune) ~= nil
-  if mma_kind and not gemm_ok and not mma(spec, 0, mma_kind, 64, "", tune) then mma_kind = nil end
+      and gemm(spec, {}, tune) ~= nil
+  if mma_kind and not gemm_ok and not mma(spec, mma_kind, 64, "", tune) then mma_kind = nil end
   -- Small batches of shapes with 512 KB of weights or more: the grid
   -- strategy up to 64 samples (tune grid=0: never; grid=1: at any size,
   -- instead of the cluster kernel).
@@ -804,7 +860,7 @@ return function(spec)
   if tune.grid == "1" or (tune.grid ~= "0" and weight_bytes >= 512 * 1024) then
     if tune.strategy ~= "tiled" and spec.arch >= 70 then grid_rows = 64 end
   end
-  if grid_rows > 0 and not grid(spec, 0, 8, grid_rows, grid_rows) then grid_rows = 0 end
+  if grid_rows > 0 and not grid(spec, 8, grid_rows, grid_rows) then grid_rows = 0 end
   local scratch = 0
   if grid_rows > 0 then
     scratch = scratch_activations(spec, grid_rows, spec.dim, spec.hidden, false)
@@ -871,18 +927,13 @@ return function(spec)
   local fold = tune_switch(tune, "fold") and clusters_ok and (fold_forced or spec.hidden <= 128)
       and (not rm or clusters_first)
   if fold then
-    local probe = cluster(spec, 0, blocks, 1, 0, l2_by_warp, l1_pairs, true)
+    local probe = cluster(spec, blocks, 1, 0, l2_by_warp, l1_pairs, true)
     fold = probe ~= nil and probe.fold
   end
   -- whether the variant of `rows` samples a cluster folds (where it fits)
   local function folds(rows)
     return fold and (fold_forced or rows == 1 or spec.hidden <= 2 * spec.dim)
   end
-  local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
-                                                scratch > 0 and SCRATCH_DATA + scratch,
-                                                wg and {wg, wg_pad[1], wg_pad[2]},
-                                                rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
-                                                ws, fold)
   local variants = {}
   -- Small batches: clusters of `blocks` blocks, in fp32 whatever the
   -- precision.  A variant with r rows (samples) a cluster serves batches up
@@ -913,7 +964,7 @@ return function(spec)
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
       if cap and covered >= cap then break end
       local limit = cap and math.min(cap, rows * clusters_at_once) or rows * clusters_at_once
-      local v = cluster(spec, params_floats, blocks, rows, limit, l2_by_warp, l1_pairs, folds(rows))
+      local v = cluster(spec, blocks, rows, limit, l2_by_warp, l1_pairs, folds(rows))
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop
@@ -925,7 +976,7 @@ return function(spec)
     return last
   end
   if rmc then
-    local v = rmma(spec, params_floats, tune, rmc)
+    local v = rmma(spec, tune, rmc)
     v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
     v.drop = tune.drop
     variants[#variants + 1] = v
@@ -954,7 +1005,7 @@ return function(spec)
                              from, covered))
       end
     end
-    local v = rmma(spec, params_floats, tune, rm)
+    local v = rmma(spec, tune, rm)
     v.min_batch = covered + 1
     v.max_batch = rm_last
     v.drop = tune.drop
@@ -987,9 +1038,9 @@ return function(spec)
   end
   if covered == 0 and grid_rows > 0 then
     -- one sample alone (no products on rows of zeros), up to 8, up to 64
-    add(grid(spec, params_floats, 1, 1, grid_rows), 1)
-    add(grid(spec, params_floats, 8, 8, grid_rows), 8)
-    add(grid(spec, params_floats, 8, grid_rows, grid_rows), grid_rows)
+    add(grid(spec, 1, 1, grid_rows), 1)
+    add(grid(spec, 8, 8, grid_rows), 8)
+    add(grid(spec, 8, grid_rows, grid_rows), grid_rows)
   end
   -- Small batches of shapes whose weights (128 KB or more) the cluster
   -- kernel cannot hold: the tiled kernel with a cluster of 2 to 8 blocks per
@@ -1009,14 +1060,14 @@ return function(spec)
     if max_chunk < 4 or max_chunk > 128 or not is_pow2(max_chunk) then
       refuse(string.format("tune: tchunk=%d is not one of 4, 8, 16, 32, 64, 128", max_chunk))
     end
-    local v = tiled(spec, params_floats, 8, "8c" .. split, split, max_chunk, tstages)
+    local v = tiled(spec, 8, "8c" .. split, split, max_chunk, tstages)
     add(v, v.rows_per_block * (112 // split))
   end
   if mma_kind and spec.precision ~= "fp32" then
     -- tf32, bf16, fp16: the matrix-unit kernel, 16 samples per block while
     -- that fills the GPU once, then up to 64.
-    local few, many = mma(spec, params_floats, mma_kind, 16, "16", tune),
-        mma(spec, params_floats, mma_kind, 64, "", tune)
+    local few, many = mma(spec, mma_kind, 16, "16", tune),
+        mma(spec, mma_kind, 64, "", tune)
     -- With wgmma: the one-warpgroup variant ("wgmma64", 64 samples a block)
     -- in place of mma16, from the first batch the small-batch kernels (rmma
     -- or the cluster kernel) leave up to 64 x SMs, so every SM works before the two-warpgroup variant fills
@@ -1036,26 +1087,26 @@ return function(spec)
     end
     if one then few_last = one - 1 end
     if few.rows_per_block < many.rows_per_block and few_last >= first then add(few, few_last) end
-    if one then add(wgmma(spec, params_floats, tune, 1), WG_ROWS * SMS) end
+    if one then add(wgmma(spec, tune, 1), WG_ROWS * SMS) end
     -- tf32 with wgstream: in place of the 64-row mma kernel, after mma16
     -- (measured on an H200 at D=64, H=256: 317 us at B=2113 and 8448, 336
     -- at 16896, where the mma kernel took 577, 572 and 1133); tune
     -- wsfrom=N: from batch N, the mma kernel before it.
     local ws_from = ws and (tune.wsfrom and tune_number("wsfrom", tune.wsfrom) or first)
     if ws_from and ws_from > first then add(many, ws_from - 1) end
-    add(ws and wgstream(spec, params_floats, ws) or wg and wgmma(spec, params_floats, tune, WG_GROUPS) or many)
+    add(ws and wgstream(spec, ws) or wg and wgmma(spec, tune, WG_GROUPS) or many)
   else
     -- fp32 (and the other precisions where the matrix-unit kernel does not
     -- fit): the tiled FMA kernel, with 8 samples per block while that
     -- fills the GPU once, then 32 (more reuse of each weight read); fp32 on
     -- the matrix units (tf32x3) once 64 samples per block fill the GPU.
-    local few = tiled(spec, params_floats, 8, "8", 1, nil, tstages)
-    local many = tiled(spec, params_floats, 32, "", 1, nil, tstages)
+    local few = tiled(spec, 8, "8", 1, nil, tstages)
+    local many = tiled(spec, 32, "", 1, nil, tstages)
     -- wgstream3 in place of the mma kernel's tf32x3 where it applies (tune
     -- ws3=0: the mma kernel)
-    local x3 = ws and ws.split and wgstream(spec, params_floats, ws)
-        or mma_kind and mma(spec, params_floats, mma_kind, 64, "", tune)
-    local wide = gemm_ok and gemm(spec, params_floats, mma_weights(mma_kind, spec.dim, spec.hidden), tune)
+    local x3 = ws and ws.split and wgstream(spec, ws)
+        or mma_kind and mma(spec, mma_kind, 64, "", tune)
+    local wide = gemm_ok and gemm(spec, mma_weights(mma_kind, spec.dim, spec.hidden), tune)
     -- tune gfrom: the smallest batch for the gemm variant; at least one
     -- variant that is not a grid comes before it (the fallback where the
     -- grid cannot be resident).
@@ -1093,6 +1144,24 @@ return function(spec)
     if resume then add(x3) end
   end
   variants[1].min_batch = 0
+  local cw, seen = {}, {}
+  for _, fold_first in ipairs({false, true}) do
+    for _, v in ipairs(variants) do
+      local c = v.thread_weights
+      if c and c.fold == fold_first and not seen[c.segment] then
+        seen[c.segment] = true
+        cw[#cw + 1] = c
+      end
+    end
+  end
+  -- The packed layout last: it holds the copies of the cluster kernel's
+  -- weights that its planned variants read.
+  local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
+                                                scratch > 0 and SCRATCH_DATA + scratch,
+                                                wg and {wg, wg_pad[1], wg_pad[2]},
+                                                rm and {spec.precision, rm.dim_pad, rm.hidden_pad},
+                                                ws, cw)
+  for _, v in ipairs(variants) do v.params_bytes = 4 * params_floats end
   return {
     template = "file.cut",
     solver = solver,

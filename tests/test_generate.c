@@ -366,7 +366,14 @@ static void test_shape_constants_are_literals(void **state) {
   assert_contains(src, "constexpr float kDt = 0.03125f;");
   assert_contains(src, "    0.015625f, 0.046875f, 0.078125f,");
   assert_contains(src, "0.984375f,\n};");
-  assert_contains(src, "constexpr int kParamsFloats = 99136;");
+  assert_contains(src, "constexpr int kParamsFloats = 246592;");
+  /* the cluster kernel's weights by thread after b3: its 144 floats a
+   * thread as float4s, each array of them loaded from its first float */
+  assert_contains(src, "constexpr int k_wc = 99136;");
+  assert_contains(src, "load_thread<0, 64>(w1, wc);");
+  assert_contains(src, "load_thread<64, 64>(w2, wc);");
+  assert_contains(src, "load_thread<128, 16>(w3, wc);");
+  assert_contains(src, "const int j = f / 1024 % 36 * 4 + f % 4;");
   check_time_table(src, 32);
   flowgen_kernel_free(k);
 
@@ -719,17 +726,17 @@ static void test_cluster_fold_plan(void **state) {
       fail_msg("D=%d H=%d case %zu: %d folded variants, not %d", cases[c].dim, cases[c].hidden, c,
                count_of(src, kFolded), cases[c].folded);
     if (cases[c].folded) {
-      assert_contains(src, "constexpr int k_w13t = ");
+      assert_contains(src, "constexpr int k_wcf = ");  /* M among a thread's weights */
       assert_contains(src, "constexpr int k_w1b3 = ");
       assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
     } else {
-      assert_lacks(src, "k_w13t");
+      assert_lacks(src, "k_wcf");
     }
     flowgen_kernel_free(k);
   }
   flowgen_spec spec = fg_test_spec(64, 128, 4, 80);  /* no clusters before sm_90 */
   flowgen_kernel *k = generate(&spec, NULL);
-  assert_lacks(flowgen_kernel_source(k), "k_w13t");
+  assert_lacks(flowgen_kernel_source(k), "k_wc");
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "fold=2");
 }
@@ -1403,7 +1410,7 @@ static void test_host_launcher(void **state) {
   assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_launch(");
   assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_pack_params(");
   assert_contains(w, "extern \"C\" size_t flow_d64_h256_s32_fp32_params_bytes"
-                     "(void) { return 396544; }");
+                     "(void) { return 986368; }");
   /* The tiled variant: past 48 KiB of shared memory the launcher opts in. */
   const flowgen_variant *tiled = find_strategy(with, "tiled");
   assert_non_null(tiled);
@@ -1510,7 +1517,7 @@ static void test_describe_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(ji, "shared_bytes")),
                      vi->shared_bytes);
     assert_int_equal(json_integer_value(json_object_get(ji, "params_bytes")),
-                     396544);
+                     986368);
     assert_int_equal(json_integer_value(json_object_get(ji, "rows_per_block")),
                      vi->rows_per_block);
     assert_int_equal(json_integer_value(json_object_get(ji, "cluster_blocks")),
