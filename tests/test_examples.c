@@ -225,11 +225,12 @@ static void test_embed_builds(void **state) {
   fx.embed_built = true;
 }
 
-/* The host launcher of every kind of variant builds with nvcc: clusters
- * with more than 48 KB of dynamic shared memory (the split tiled kernel),
- * the matrix units (bf16, with 16-bit weight copies), several tiles in
- * flight with a multi-stage solver, and the wgmma variant of an sm_90a file
- * with nvcc -arch=sm_90a. */
+/* The host launcher of every kind of variant builds with nvcc, without a
+ * warning: clusters with more than 48 KB of dynamic shared memory (the
+ * split tiled kernel), the matrix units (bf16, with 16-bit weight copies),
+ * several tiles in flight with a multi-stage solver, and the wgmma and
+ * streamed warpgroup variants (tf32: wgstream, fp32: wgstream3) of sm_90a
+ * files with nvcc -arch=sm_90a. */
 static void test_host_launcher_variants_build(void **state) {
   (void)state;
   if (!have_nvcc() || fg_test_under_valgrind()) skip();
@@ -240,6 +241,8 @@ static void test_host_launcher_variants_build(void **state) {
       {"--dim 64 --steps 2 --precision bf16", "sm_90"},
       {"--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tstages=3", "sm_90"},
       {"--dim 17 --hidden 200 --steps 2 --precision fp16 --arch sm_90a", "sm_90a"},
+      {"--steps 2 --precision tf32 --arch sm_90a", "sm_90a"},
+      {"--steps 2 --arch sm_90a", "sm_90a"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     char cu[PATH_BYTES], obj[PATH_BYTES], command[COMMAND_BYTES];
@@ -249,12 +252,14 @@ static void test_host_launcher_variants_build(void **state) {
            "-arch=%s -c '%s' -o '%s'", fx.flowgen, cases[i].args, cu, cases[i].arch, cu, obj);
     char *err = NULL;
     if (fg_test_run(command, NULL, &err) != 0) fail_msg("%s:\n%s", cases[i].args, err ? err : "");
+    if (err && strstr(err, "warning")) fail_msg("%s: nvcc warned:\n%s", cases[i].args, err);
     free(err);
     assert_true(fg_test_file_exists(obj));
-    /* the wgmma variant is in the sm_90a file only */
+    /* the matrix-unit kernels of sm_90a are in its files only */
     char *src = fg_test_read_file(cu, NULL);
     assert_non_null(src);
-    assert_int_equal(strstr(src, "_wgmma(") != NULL, strcmp(cases[i].arch, "sm_90a") == 0);
+    assert_int_equal(strstr(src, "_wgmma(") != NULL || strstr(src, "_wgstream") != NULL,
+                     strcmp(cases[i].arch, "sm_90a") == 0);
     free(src);
   }
 }
