@@ -1144,16 +1144,16 @@ return function(spec)
     if resume then add(x3) end
   end
   variants[1].min_batch = 0
+  -- The cluster kernel's thread-major copies its variants read (wc, wcf).
   local cw, seen = {}, {}
-  for _, fold_first in ipairs({false, true}) do
-    for _, v in ipairs(variants) do
-      local c = v.thread_weights
-      if c and c.fold == fold_first and not seen[c.segment] then
-        seen[c.segment] = true
-        cw[#cw + 1] = c
-      end
+  for _, v in ipairs(variants) do
+    local c = v.thread_weights
+    if c and not seen[c.segment] then
+      seen[c.segment] = true
+      cw[#cw + 1] = c
     end
   end
+  table.sort(cw, function(a, b) return a.segment < b.segment end)
   -- The packed layout last: it holds the copies of the cluster kernel's
   -- weights that its planned variants read.
   local segments, params_floats = params_layout(spec.dim, spec.hidden, copies_kind,
@@ -1167,6 +1167,7 @@ return function(spec)
     solver = solver,
     params = segments,
     params_floats = params_floats,
+    cluster_weights = cw,
     mma_kind = mma_kind,
     mma_copies = copies_kind and not mma_reads_fp32(copies_kind, spec.dim, spec.hidden),
     wgmma_kind = wg,
