@@ -82,14 +82,15 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, cw)
     segments[#segments + 1] = {"w2m", H * ld(H) * es // 4, string.format(what, 2, H, H, ld(H))}
     segments[#segments + 1] = {"w3m", H * ld(D) * es // 4, string.format(what, 3, H, D, ld(D))}
   end
-  -- A kernel's 16-bit copies of W1, W2, W3 (D and H rounded up to 16),
-  -- one after another (copied or loaded as one block): segments w1<tag>,
-  -- w2<tag>, w3<tag>.
+  -- A kernel's 16-bit (tf32: 32-bit) copies of W1, W2, W3 (D and H
+  -- rounded up to 16), one after another (copied or loaded as one block):
+  -- segments w1<tag>, w2<tag>, w3<tag>.
   local function copies(tag, kind, Dp, Hp, layout)
     local what = kind .. " copy of W%d for " .. layout
-    segments[#segments + 1] = {"w1" .. tag, Hp * Dp // 2, string.format(what, 1, Hp, Dp)}
-    segments[#segments + 1] = {"w2" .. tag, Hp * Hp // 2, string.format(what, 2, Hp, Hp)}
-    segments[#segments + 1] = {"w3" .. tag, Dp * Hp // 2, string.format(what, 3, Dp, Hp)}
+    local per = kind == "tf32" and 1 or 2  -- elements a float
+    segments[#segments + 1] = {"w1" .. tag, Hp * Dp // per, string.format(what, 1, Hp, Dp)}
+    segments[#segments + 1] = {"w2" .. tag, Hp * Hp // per, string.format(what, 2, Hp, Hp)}
+    segments[#segments + 1] = {"w3" .. tag, Dp * Hp // per, string.format(what, 3, Dp, Hp)}
   end
   if wg then  -- the warpgroup kernel's, copied into shared memory: see wgmma.cut
     copies("g", wg[1], wg[2], wg[3], "wgmma: %d outputs x %d inputs, 8 x 8 core matrices")
@@ -103,7 +104,9 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, cw)
     end
   end
   if rm then  -- the register-resident kernel's: see rmma.cut
-    copies("r", rm[1], rm[2], rm[3], "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
+    copies("r", rm[1], rm[2], rm[3], rm[1] == "tf32"
+           and "mma.sync: %d outputs x %d inputs, 16 x 8 tiles in fragment order, inputs 2 p and 2 p + 1 as k = p and p + 4"
+           or "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,
@@ -753,6 +756,7 @@ local RMMA_ROWS = 8
 -- more than the products it spreads, so it is not planned by default.
 local function rmma_layout(spec, tune, C)
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16)
+  local es = spec.precision == "tf32" and 4 or 2  -- bytes a weight copy's element
   local tiles = Hp // 16
   local widths = tiles % 2 == 0 and tiles // 2 >= 8 and {2, 1} or {1}
   if tune.rmw then
@@ -776,14 +780,14 @@ local function rmma_layout(spec, tune, C)
       local warps = tiles // (mw * C)
       local threads = 32 * warps
       for _, w1_regs in ipairs(places) do
-        -- Shared memory: W1 (16-bit) unless in registers, layer 3's partials
-        -- (a Dp x 8 fp32 tile a warp), the B operands of x and h1; over a
-        -- cluster, the blocks' sums of the partials (two steps' worth) and
-        -- two mbarriers.
-        local shared = (w1_regs and 0 or 2 * Hp * Dp) + 4 * warps * Dp * 8 + 2 * (Dp + Hp) * 8
+        -- Shared memory: W1 (16-bit or tf32) unless in registers, layer 3's
+        -- partials (a Dp x 8 fp32 tile a warp), the B operands of x and h1;
+        -- over a cluster, the blocks' sums of the partials (two steps'
+        -- worth) and two mbarriers.
+        local shared = (w1_regs and 0 or es * Hp * Dp) + 4 * warps * Dp * 8 + es * (Dp + Hp) * 8
             + (C > 1 and 2 * C * 4 * Dp * 8 + 16 or 0)
         -- Registers a thread: its fragments of W1 (C mw Dp / 4, where there),
-        -- W2 (mw Hp / 4) and W3 (mw Dp / 4); 3 for one state element, 8 an
+        -- W2 (mw Hp / 4) and W3 (mw Dp / 4), twice that in tf32; 3 for one state element, 8 an
         -- element (9 with a stage sum) and 2 a warp (the update's loads in
         -- flight) for several, at most 8; 42 more.  ptxas 13.0, sm_90: 122
         -- at D=64, H=256 with one tile a warp; 201 at D=160, H=128; D=80,
@@ -794,7 +798,11 @@ local function rmma_layout(spec, tune, C)
         local multi = #solvers[spec.solver].c > 1
         local elements = per_thread == 1 and 3
             or (multi and 9 or 8) * per_thread + 2 * warps
-        local regs = mw * (Hp + Dp + (w1_regs and C * Dp or 0)) // 4 + elements + 42 + 8 * (mw - 1)
+        -- tf32: and layer 1's accumulators past two tiles a warp (8 a
+        -- tile; ptxas 13.0, sm_90, D=64, H=256: 242 over clusters of 2,
+        -- 255 and a spill over 4).
+        local regs = mw * (Hp + Dp + (w1_regs and C * Dp or 0)) * es // 8 + elements + 42 + 8 * (mw - 1)
+            + (es == 4 and 8 * math.max(0, C * mw - 2) or 0)
         local limit = math.min(255, 65536 // threads // 8 * 8)
         if regs <= limit and threads <= 1024 and per_thread <= 8
             and (C == 1 or shared <= shared_limit(spec.arch)) then
@@ -808,12 +816,35 @@ local function rmma_layout(spec, tune, C)
   return nil
 end
 
--- The layout where the kernel applies, else nil.
+-- tf32's last batch (tune rmma=N: N): five waves of 66 clusters of 2
+-- (measured on an H200, D=64, H=256, S=32: rmma_c2 58.7 us at B=528, 113.3
+-- at 1056, 221.8 at 2112, 275.6 at 2640, 327.5 at 3168, where wgstream
+-- takes 295-298 and mma16 300-303).
+local RMMA_TF32_LAST = 2640
+
+-- The layout where the kernel applies, else nil.  tf32 (sm_90, Euler):
+-- its weights take twice the registers, so over a cluster (tune rcl=C: of
+-- C blocks; by default 2, else 4, the first that fits).
 local function rmma_plan(spec, tune)
   if tune.rmma == "0" then return nil end
   if spec.arch < 80 or tune.strategy == "tiled" then return nil end
-  if spec.precision ~= "bf16" and spec.precision ~= "fp16" then return nil end
-  local l = rmma_layout(spec, tune, 1)
+  local l
+  if spec.precision == "tf32" then
+    if spec.arch < 90 or spec.solver ~= "euler" then return nil end
+    local sizes = {2, 4}
+    if tune.rcl then
+      local c = tune_number("rcl", tune.rcl)
+      if c ~= 0 and c ~= 2 and c ~= 4 then refuse(string.format("tune: rcl=%d is not 0, 2 or 4", c)) end
+      sizes = c > 0 and {c} or {}
+    end
+    for _, c in ipairs(sizes) do
+      l = l or rmma_layout(spec, tune, c)
+    end
+  elseif spec.precision == "bf16" or spec.precision == "fp16" then
+    l = rmma_layout(spec, tune, 1)
+  else
+    return nil
+  end
   if not l and (tune.rmw or tune.rw1) then
     refuse(string.format("tune: rmw=%s, rw1=%s: the weights of D=%d, H=%d do not fit a thread's registers",
                          tune.rmw or "any", tune.rw1 or "any", spec.dim, spec.hidden))
@@ -883,7 +914,9 @@ return function(spec)
   -- the matrix units' weight copies, unless wgstream3 takes the mma
   -- kernel's place and no gemm variant reads them
   local copies_kind = not (ws and ws.split and not gemm_ok) and mma_kind or nil
-  local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma) or 2 * RMMA_ROWS * SMS)
+  -- (tf32: over clusters of rm.cluster blocks, RMMA_TF32_LAST by default)
+  local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma)
+                          or rm.cluster > 1 and RMMA_TF32_LAST or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
@@ -901,7 +934,7 @@ return function(spec)
   -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
   -- one wave of such clusters takes (rcl=0: none, the default); tune
   -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
-  local rcl = rm and tune.rcl and tune_number("rcl", tune.rcl)
+  local rcl = rm and rm.cluster == 1 and tune.rcl and tune_number("rcl", tune.rcl)
   if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
     refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
   end
@@ -912,7 +945,7 @@ return function(spec)
   -- Where rmma is planned, whether the cluster kernel takes the batches
   -- before it (where D >= 64, unless tuned; see below)
   local clusters_first = rm and clusters_ok and not rmc
-      and (rm_from and rm_from > 1 or not rm_from and spec.dim >= 64 and rm_last > 1)
+      and (rm_from and rm_from > 1 or not rm_from and (spec.dim >= 64 or rm.cluster > 1) and rm_last > 1)
   -- The cluster kernel with layer 3 folded into the next step's layer 1
   -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
   -- wherever it fits).  A step loses layer 3 and the Euler barrier, and
@@ -994,7 +1027,16 @@ return function(spec)
     -- D=16, H=64 17.7 (18.0) / 12.6; from 31 on (two samples a cluster)
     -- rmma everywhere.  tune rfrom=N: rmma from batch N (1: from the
     -- first), the cluster kernel's variants (one wave each) before it.
-    local from = rm_from or clusters_first and math.min(clusters_at_once + 1, rm_last) or 1
+    -- tf32 (over clusters): the cluster kernel's variants up to 3 samples a
+    -- cluster first, whatever D (measured on an H200, S=32, us: D=64,
+    -- H=256: rmma_c2 56.4 to 58.7 from B=31 to 528, where 2, 3, 4 and 6
+    -- samples a cluster take 36.7, 47.0-49.0, 57.2-60.0 and 79.6; D=32,
+    -- H=128: 31.2 at B=91, the cluster kernel 17.6-18.5 to B=30, 25.6-26.9
+    -- at 64-90; D=64, H=128: 35.1 against 27.8-30.0 at 64-90; D=48,
+    -- H=192: 40.3 against 47.6-49.2, the one shape measured where rmma_c2
+    -- wins there).
+    local rows_first = rm.cluster > 1 and 3 or 1
+    local from = rm_from or clusters_first and math.min(rows_first * clusters_at_once + 1, rm_last) or 1
     if from < 1 or from > rm_last then
       refuse(string.format("tune: rfrom=%d is not within 1 to %d", from, rm_last))
     end

@@ -625,24 +625,27 @@ static void test_strategies_by_shape(void **state) {
 
 /* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
  * one wave of 30 clusters of 4 blocks, the last over more waves where the
- * weights take 256 KB or more (fp32 three, tf32 two; measured faster than
- * the tiled kernel and mma16 there); tune rows and cwaves override. */
+ * weights take 256 KB or more (fp32 three, tf32 two where rmma_c2 does not
+ * take over from batch 31; measured faster than the tiled kernel and mma16
+ * there); tune rows and cwaves override. */
 static void test_cluster_rows_plan(void **state) {
   (void)state;
   static const struct {
     int dim, hidden;
     flowgen_precision precision;
     int waves;
-  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3},
-               {64, 256, FLOWGEN_PRECISION_TF32, 2},
-               {32, 256, FLOWGEN_PRECISION_FP32, 3},
-               {32, 128, FLOWGEN_PRECISION_FP32, 1},
-               {16, 64, FLOWGEN_PRECISION_TF32, 1}};
+    const char *tune;
+  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3, NULL},
+               {64, 256, FLOWGEN_PRECISION_TF32, 2, "rmma=0"},
+               {32, 256, FLOWGEN_PRECISION_FP32, 3, NULL},
+               {32, 128, FLOWGEN_PRECISION_FP32, 1, NULL},
+               {16, 64, FLOWGEN_PRECISION_TF32, 1, "rcl=0"}};
   static const int rows[] = {1, 2, 3, 4, 6, 8};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
     flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
     spec.precision = cases[c].precision;
-    flowgen_kernel *k = generate(&spec, NULL);
+    flowgen_options opts = {.tune = cases[c].tune};
+    flowgen_kernel *k = generate(&spec, &opts);
     int first = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; ++i) {
       const flowgen_variant *v = flowgen_kernel_variant(k, (int)i);
@@ -687,7 +690,8 @@ static int count_of(const char *text, const char *needle) {
 /* The cluster kernel with layer 3 folded into the next step's layer 1
  * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
  * or at every count of samples where H <= 2 D (bf16 and fp16: the one
- * variant before rmma; none, nor M and c, where rmma comes first: D < 64,
+ * variant before rmma, tf32: the three before rmma_c2; none, nor M and c,
+ * where rmma comes first: D < 64,
  * rfrom=1, rmma=1, rcl); never with a multi-stage solver; tune fold=0
  * never, fold=1 wherever it fits (the partials fit 48 KB of shared memory:
  * 1 to 4 samples at D=64, H=256).  Only then does params hold M and c. */
@@ -701,7 +705,8 @@ static void test_cluster_fold_plan(void **state) {
     const char *tune;
     int folded;  /* cluster variants with the fold */
   } cases[] = {{64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 6},
-               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, NULL, 6},
+               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, NULL, 3},
+               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, "rmma=0", 6},
                {32, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 1},
                {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 0},
                {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 4},
@@ -1039,8 +1044,10 @@ static void test_wgstream_plan(void **state) {
   flowgen_options opts = {0};
   flowgen_kernel *k = generate(&spec, &opts);
   const flowgen_variant *v = last_strategy(k, "wgstream");
-  assert_int_equal(v->min_batch, 16 * 132 + 1);
-  assert_int_equal(find_strategy(k, "mma16")->max_batch, 16 * 132);
+  /* after rmma_c2 (five waves of 66 clusters of 8 samples) */
+  assert_int_equal(v->min_batch, 5 * 66 * 8 + 1);
+  assert_int_equal(find_strategy(k, "rmma_c2")->max_batch, 5 * 66 * 8);
+  assert_null(find_strategy(k, "mma16"));
   assert_null(find_strategy(k, "mma"));
   assert_int_equal(v->block_threads, 384);
   assert_int_equal(v->rows_per_block, 256);
@@ -1058,6 +1065,13 @@ static void test_wgstream_plan(void **state) {
                        "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
   assert_contains(src, "constexpr int kStages = 5;");
   assert_contains(src, "chunk_end<true>(c, d2, d3, b2p, t, pc);");
+  flowgen_kernel_free(k);
+
+  /* without rmma: after mma16 */
+  opts.tune = "rmma=0";
+  k = generate(&spec, &opts);
+  assert_int_equal(last_strategy(k, "wgstream")->min_batch, 16 * 132 + 1);
+  assert_int_equal(find_strategy(k, "mma16")->max_batch, 16 * 132);
   flowgen_kernel_free(k);
 
   opts.tune = "wsc=1,wsn=32,wsfrom=5000";
@@ -1326,9 +1340,10 @@ static void test_rmma_plan(void **state) {
   flowgen_kernel_free(k);
   opts.tune = NULL;
 
-  /* none: fp32, tf32, sm_75, D=112 with H=256 and D=80 with H=240 (too
-   * many registers; the latter spills at 136, 15 warps), H=512, D=256
-   * with H=64 (16 state elements a thread) */
+  /* none: fp32, tf32 (over clusters only: rmma_c2, below), sm_75, D=112
+   * with H=256 and D=80 with H=240 (too many registers; the latter spills
+   * at 136, 15 warps), H=512, D=256 with H=64 (16 state elements a
+   * thread) */
   static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
                                    {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
                                    {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
@@ -1337,6 +1352,100 @@ static void test_rmma_plan(void **state) {
                                    {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
                                    {256, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
   expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma");
+}
+
+/* tf32 on the register-resident kernel (sm_90, Euler): over clusters of 2
+ * blocks (its weights take twice bf16's registers), 8 samples a cluster,
+ * after the cluster kernel's variants of 1 to 3 samples a cluster (whatever
+ * D; from the first batch where that kernel does not fit) up to batch 2640
+ * (tune rmma=N: to N); tf32 copies in
+ * params (16 x 8 tiles, each 8 inputs as k = 0, 2, 4, 6, 1, 3, 5, 7), W1
+ * in shared memory; over clusters of 4 under tune rcl=4 where the
+ * registers hold it, none under
+ * rcl=0, before sm_90, with another solver, or where no cluster's blocks
+ * hold the weights (D=17, H=200: 13 tiles of 16 units). */
+static void test_rmma_tf32_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  flowgen_options opts = {0};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const flowgen_variant *v = flowgen_kernel_variant(k, 2);
+  assert_string_equal(v->strategy, "cluster4_r3");
+  assert_int_equal(v->max_batch, 90);
+  v = flowgen_kernel_variant(k, 3);
+  assert_string_equal(v->strategy, "rmma_c2");
+  assert_int_equal(v->min_batch, 91);
+  assert_int_equal(v->max_batch, 2640);
+  assert_int_equal(v->cluster_blocks, 2);
+  assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->block_threads, 256);
+  /* W1 (tf32), 8 warps' fp32 partials of 64 x 8, x and h1 as operands, the
+   * blocks' sums (two steps) and two mbarriers */
+  assert_int_equal(v->shared_bytes,
+                   4 * 256 * 64 + 4 * 8 * 64 * 8 + 4 * (64 + 256) * 8 + 2 * 2 * 4 * 64 * 8 + 16);
+  assert_int_equal(flowgen_kernel_variant(k, 4)->min_batch, 2641);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ");
+  assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
+  assert_contains(src, "constexpr int kK = 8;");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden>(i - k_w2r");
+  assert_contains(src, "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits)");
+  assert_null(strstr(src, "tanh.approx.bf16x2"));
+  /* 32-bit copies: W2's 256 x 256 floats between its offset and W3's */
+  long w2r = 0, w3r = 0;
+  assert_int_equal(sscanf(strstr(src, "constexpr int k_w2r = "), "constexpr int k_w2r = %ld;", &w2r), 1);
+  assert_int_equal(sscanf(strstr(src, "constexpr int k_w3r = "), "constexpr int k_w3r = %ld;", &w3r), 1);
+  assert_int_equal(w3r - w2r, 256 * 256);
+  flowgen_kernel_free(k);
+  opts.tune = "rmma=500";
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma_c2")->max_batch, 500);
+  flowgen_kernel_free(k);
+  /* over clusters of 4: layer 1's 4 tiles a warp leave too few registers
+   * at D=64, H=256 (a spill); at D=32, H=128 two warps a block */
+  assert_false(has_strategy(&spec, "rcl=4", "rmma_c4"));
+  spec.dim = 32;
+  spec.hidden = 128;
+  opts.tune = "rcl=4";
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "rmma_c4");
+  assert_non_null(v);
+  assert_int_equal(v->block_threads, 64);
+  assert_null(find_strategy(k, "rmma_c2"));
+  flowgen_kernel_free(k);
+  spec.dim = 64;
+  spec.hidden = 256;
+  assert_false(has_strategy(&spec, "rcl=0", "rmma_c2"));
+  assert_false(has_strategy(&spec, "rmma=0", "rmma_c2"));
+  expect_tune_refused(&spec, "rcl=3");
+  /* D < 64: the cluster kernel first too; from the first batch under tune
+   * rfrom=1 or where that kernel does not fit (D=24, H=64; D=128, H=128) */
+  spec.dim = 16;
+  spec.hidden = 64;
+  k = generate(&spec, NULL);
+  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "rmma_c2");
+  assert_int_equal(flowgen_kernel_variant(k, 3)->min_batch, 91);
+  assert_int_equal(flowgen_kernel_variant(k, 3)->block_threads, 64);
+  flowgen_kernel_free(k);
+  opts.tune = "rfrom=1";
+  k = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma_c2");
+  flowgen_kernel_free(k);
+  static const int alone[][2] = {{24, 64}, {128, 128}};
+  for (size_t i = 0; i < 2; ++i) {
+    spec.dim = alone[i][0];
+    spec.hidden = alone[i][1];
+    k = generate(&spec, NULL);
+    assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma_c2");
+    assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 2640);
+    flowgen_kernel_free(k);
+  }
+  static const plan_case none[] = {{64, 256, 80, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
+                                   {17, 200, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma_c2");
+  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma_c4");
 }
 
 /* tune tstages: more stages grow the tiled kernels' shared memory; none
@@ -1707,6 +1816,7 @@ int main(void) {
       cmocka_unit_test(test_wgstream_plan),
       cmocka_unit_test(test_wgstream3_plan),
       cmocka_unit_test(test_rmma_plan),
+      cmocka_unit_test(test_rmma_tf32_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_cluster_rows_plan),
       cmocka_unit_test(test_cluster_fold_plan),
