@@ -459,9 +459,12 @@ local function gemm(spec, weights, tune)
   end
   local layers = {gemm_layer(D, H), gemm_layer(H, H), gemm_layer(H, D)}
   local tallest = math.max(layers[1].m_tiles, layers[2].m_tiles, layers[3].m_tiles)
-  -- 64 inputs a stage where no tile is taller than 64 rows and 3 stages
-  -- fit (faster there; with 128-row tiles, 64 inputs spill).
-  local bk = pick("gbk", (tallest <= 2 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32, {32, 64})
+  -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
+  -- fit (faster there).  With 64-row tiles the layer then takes every
+  -- register and the kernel spills around its calls (ptxas 13.0, sm_90:
+  -- 48 to 64 bytes at D=2 and 16, H=656 to 768, whose layers 1 and 2 take
+  -- 64-row tiles; none with 32 inputs); with 128-row ones too.
+  local bk = pick("gbk", (tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32, {32, 64})
   local a_floats, b_floats = 32 * tallest * (bk + 4), bk * (GEMM_BN + 8)
   if stages == 0 then  -- as many as fit, up to 4 (3 with two blocks per SM)
     stages = blocks == 1 and GEMM_STAGES or 3

@@ -833,11 +833,19 @@ static void test_gemm_plan(void **state) {
   flowgen_kernel_free(k);
   spec.arch = 90;
   /* D=64, H=768: 32 x 6 tiles of 128 rows would leave 72 of 264 blocks
-   * idle in the second wave; 64-row tiles, then 64 inputs a stage. */
+   * idle in the second wave; 64-row tiles, of 32 inputs a stage (with 64
+   * the kernel spilled around the layer calls).  D=2, H=640: 32-row tiles,
+   * 64 inputs a stage. */
   flowgen_spec wide = fg_test_spec(64, 768, 4, 90);
   k = generate(&wide, NULL);
   v = find_strategy(k, "gemm");
   assert_int_equal(v->rows_per_block, 64);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
+  flowgen_kernel_free(k);
+  wide = fg_test_spec(2, 640, 4, 90);
+  k = generate(&wide, NULL);
+  v = find_strategy(k, "gemm");
+  assert_int_equal(v->rows_per_block, 32);
   assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 64;");
   flowgen_kernel_free(k);
   /* mfrom moves the matrix-unit kernel's start; at or before the gemm
