@@ -1,6 +1,7 @@
 // probe.cu: the on-chip latencies a small-batch kernel is made of, the
-// rate of mma.sync on one SM, the rate of tf32 wgmma by shape and operand
-// source, and the SM clock while one small kernel runs after another (as
+// rate of mma.sync (bf16 m16n8k16, tf32 m16n8k8) on one SM, the rate of
+// tf32 wgmma by shape (m64nNk8, N = 8 to 256) and operand source, and the
+// SM clock while one small kernel runs after another (as
 // build/bench launches them).  In-kernel clock64() and %globaltimer; one
 // line a figure.  Built for sm_90a (wgmma): H100/H200.
 //
@@ -44,25 +45,39 @@ __global__ void spin(long long cycles, long long* out)
 
 constexpr int kReps = 256;
 
-// Dependent mma.sync m16n8k16 bf16 (fp32 accumulators): cycles each.
+// d += a b: mma.sync m16n8k16 bf16 or (TF32) m16n8k8 tf32, fp32 d.
+template <bool TF32>
+__device__ __forceinline__ void mma(float (&d)[4], unsigned a, unsigned b)
+{
+  if (TF32)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
+}
+
+// Dependent mma.sync (fp32 accumulators): cycles each.
+template <bool TF32>
 __global__ void mma_chain(long long* out, unsigned seed)
 {
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const unsigned a = seed * 0x3c003c00u, b = seed * 0x3c003c00u;
   const long long c0 = clock64();
 #pragma unroll 16
-  for (int i = 0; i < kReps; ++i)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
+  for (int i = 0; i < kReps; ++i) mma<TF32>(d, a, b);
   const long long c1 = clock64();
   if (threadIdx.x == 0) out[0] = (c1 - c0) / kReps;
   if (d[0] == 1234.5f) out[1] = 1;  // keep the chain
 }
 
-// Independent mma.sync m16n8k16 bf16, 8 chains a warp, blockDim.x / 32
-// warps: the SM's cycles (clock64 of the block's span) per mma.
+// Independent mma.sync, 8 chains a warp, blockDim.x / 32 warps: the SM's
+// cycles (clock64 of the block's span) per mma.
+template <bool TF32>
 __global__ void mma_rate(long long* out, unsigned seed)
 {
   float d[8][4] = {};
@@ -72,11 +87,7 @@ __global__ void mma_rate(long long* out, unsigned seed)
 #pragma unroll 4
   for (int i = 0; i < kReps; ++i)
 #pragma unroll
-    for (int c = 0; c < 8; ++c)
-      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                   "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                   : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-                   : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
+    for (int c = 0; c < 8; ++c) mma<TF32>(d[c], a, b);
   __syncthreads();
   const long long c1 = clock64();
   if (threadIdx.x == 0) out[0] = c1 - c0;
@@ -90,6 +101,46 @@ __global__ void mma_rate(long long* out, unsigned seed)
 // registers (RS) or shared memory (SS), B from shared memory: the rate
 // the streamed kernels' products can reach on one SM.  The operands'
 // values do not matter (zeros).
+// d += a b, m64n8k8 tf32, A in registers, B from shared memory.
+__device__ __forceinline__ void wgmma_rs(float (&d)[4], const unsigned (&a)[4], unsigned long long b)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// d += a b, m64n8k8 tf32, A and B from shared memory.
+__device__ __forceinline__ void wgmma_ss(float (&d)[4], unsigned long long a, unsigned long long b)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+               "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "l"(a), "l"(b));
+}
+
+// d += a b, m64n16k8 tf32, A in registers, B from shared memory.
+__device__ __forceinline__ void wgmma_rs(float (&d)[8], const unsigned (&a)[4], unsigned long long b)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// d += a b, m64n16k8 tf32, A and B from shared memory.
+__device__ __forceinline__ void wgmma_ss(float (&d)[8], unsigned long long a, unsigned long long b)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(a), "l"(b));
+}
+
 // d += a b, m64n64k8 tf32, A in registers, B from shared memory.
 __device__ __forceinline__ void wgmma_rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b)
 {
@@ -210,6 +261,29 @@ static int print_wgmma_rate(long long* out)
   return 0;
 }
 
+// mma_chain and mma_rate (1, 4, 8, 16 warps), each run twice (the first
+// warms up), printed.
+template <bool TF32>
+static int print_mma_rate(long long* out)
+{
+  const char* what = TF32 ? "m16n8k8 tf32" : "m16n8k16 bf16";
+  for (int run = 0; run < 2; ++run) {
+    mma_chain<TF32><<<1, 32>>>(out, 1);
+    CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("mma.sync %s, dependent: %lld cycles\n", what, out[0]);
+  for (int warps : {1, 4, 8, 16}) {
+    for (int run = 0; run < 2; ++run) {
+      mma_rate<TF32><<<1, 32 * warps>>>(out, 1);
+      CHECK(cudaDeviceSynchronize());
+    }
+    const double per_sm = static_cast<double>(out[0]) / (kReps * 8.0 * warps);
+    std::printf("mma.sync %s, 8 chains a warp, %d warps: %.2f SM cycles an mma (%.0f FLOP a cycle)\n",
+                what, warps, per_sm, (TF32 ? 2048.0 : 4096.0) / per_sm);
+  }
+  return 0;
+}
+
 // __syncthreads() back to back in a block of blockDim.x threads.
 __global__ void barriers(long long* out)
 {
@@ -269,20 +343,7 @@ int main()
   std::sort(mhz.begin() + 1, mhz.end());
   std::printf("clock during a 40 us one-block kernel: first %.0f MHz, median of 200 %.0f MHz "
               "[%.0f, %.0f]\n", first, mhz[100], mhz[1], mhz[200]);
-  mma_chain<<<1, 32>>>(out, 1);
-  CHECK(cudaDeviceSynchronize());
-  mma_chain<<<1, 32>>>(out, 1);
-  CHECK(cudaDeviceSynchronize());
-  std::printf("mma.sync m16n8k16 bf16, dependent: %lld cycles\n", out[0]);
-  for (int warps : {1, 4, 8, 16}) {
-    mma_rate<<<1, 32 * warps>>>(out, 1);
-    CHECK(cudaDeviceSynchronize());
-    mma_rate<<<1, 32 * warps>>>(out, 1);
-    CHECK(cudaDeviceSynchronize());
-    const double per_sm = static_cast<double>(out[0]) / (kReps * 8.0 * warps);
-    std::printf("mma.sync m16n8k16 bf16, 8 chains a warp, %d warps: %.2f SM cycles an mma "
-                "(%.0f FLOP a cycle)\n", warps, per_sm, 4096.0 / per_sm);
-  }
+  if (print_mma_rate<false>(out) || print_mma_rate<true>(out)) return 1;
   for (int threads : {128, 256, 512, 1024}) {
     barriers<<<1, threads>>>(out);
     CHECK(cudaDeviceSynchronize());
@@ -294,7 +355,9 @@ int main()
   CHECK(cudaDeviceSynchronize());
   std::printf("movmatrix %lld, tanh.approx.bf16x2 %lld, shared load %lld, shuffle %lld cycles "
               "(dependent)\n", out[0], out[1], out[2], out[3]);
-  if (print_wgmma_rate<64, true>(out) || print_wgmma_rate<64, false>(out) ||
+  if (print_wgmma_rate<8, true>(out) || print_wgmma_rate<8, false>(out) ||
+      print_wgmma_rate<16, true>(out) || print_wgmma_rate<16, false>(out) ||
+      print_wgmma_rate<64, true>(out) || print_wgmma_rate<64, false>(out) ||
       print_wgmma_rate<128, true>(out) || print_wgmma_rate<128, false>(out) ||
       print_wgmma_rate<256, true>(out) || print_wgmma_rate<256, false>(out))
     return 1;
