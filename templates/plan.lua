@@ -946,7 +946,7 @@ return function(spec)
   if rmc and rm_from then refuse("tune: rfrom with rcl") end
   local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
   -- Where rmma is planned, whether the cluster kernel takes the batches
-  -- before it (where D >= 64, unless tuned; see below)
+  -- before it (where D >= 64, in tf32 whatever D, unless tuned; see below)
   local clusters_first = rm and clusters_ok and not rmc
       and (rm_from and rm_from > 1 or not rm_from and (spec.dim >= 64 or rm.cluster > 1) and rm_last > 1)
   -- The cluster kernel with layer 3 folded into the next step's layer 1
