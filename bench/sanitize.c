@@ -101,6 +101,7 @@ int main(int argc, char **argv) {
       {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_BF16, 1e-2},
       {3, 100, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},
       {40, 96, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},  /* rmma_c2: three warps a block */
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},  /* wgstream: staggered, W1 by 32 */
       {33, 130, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP16, 1e-2},
       {17, 200, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP16, 1e-2},  /* wgmma: 208 = 3 x 64 + 16 */
   };

@@ -653,7 +653,7 @@ local function wgstream_layout(spec, tune)
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
   if Dp > 64 or Hp > 256 then return nil end
   -- tf32's tune keys (fp32 is always pipelined, 32 outputs a chunk)
-  for _, key in ipairs({"wsp", "wspp"}) do
+  for _, key in ipairs({"wsp", "wspp", "wsg"}) do
     if tune[key] and tune[key] ~= "0" and tune[key] ~= "1" then
       refuse(string.format("tune: %s=%s is not one of 0, 1", key, tune[key]))
     end
@@ -661,6 +661,14 @@ local function wgstream_layout(spec, tune)
   local pipelined = split or tune.wsp == "1"
   local pingpong = not split and tune.wspp == "1"
   if pingpong and pipelined then refuse("tune: wspp=1 with wsp=1") end
+  -- Warpgroup 1 starts each step's layer 1 once warpgroup 0's products
+  -- are done (tune wsg=0: as it comes), so that each one's SiLU of h1
+  -- (MUFU-bound) runs beside the other's products, not at the same time
+  -- (measured on an H200, D=64, H=256, B=65536: 1.0-3.1% faster in each
+  -- of 11 pairs over four calls, medians 1195-1224 us against 1218-1251;
+  -- otherwise, clock64 stamps showed, the two keep in step, within about
+  -- 1,000 of a step's 16,500 cycles).
+  local stagger = not split and not pingpong and not pipelined and tune.wsg ~= "0"
   local nc = tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and not pipelined and 64 or 32
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
   if split then
@@ -673,18 +681,25 @@ local function wgstream_layout(spec, tune)
   if cluster ~= 1 and cluster ~= 2 and cluster ~= 4 then
     refuse(string.format("tune: wsc=%d is not one of 1, 2, 4", cluster))
   end
+  local kc = math.min(128, Hp)
+  -- W1's inputs a piece: tf32 32 where D allows and the pieces are no
+  -- larger than W2's (tune ws1=16|32; with the stagger below, 1197-1199
+  -- us against 1195-1204 by 16 in one call, a narrower spread: 1190-1207
+  -- against 1185-1215), fp32 16
+  local k1 = tune.ws1 and tune_number("ws1", tune.ws1) or 32
+  if k1 ~= 16 and k1 ~= 32 then refuse(string.format("tune: ws1=%d is not one of 16, 32", k1)) end
+  if split or Dp % k1 ~= 0 or Hp * k1 > nc * kc then k1 = 16 end
   -- The pieces of one velocity evaluation (each one contiguous in params'
-  -- segment ws, in this order): layer 1 by 16 inputs (all outputs), then
+  -- segment ws, in this order): layer 1 by k1 inputs (all outputs), then
   -- for each chunk of layer 2's outputs its inputs by 128 (kc) and layer
   -- 3's weights on the chunk's outputs.
-  local kc = math.min(128, Hp)
   local pieces, offset, largest = {}, 0, 0
   local function piece(layer, n0, n, k0, k)
     pieces[#pieces + 1] = {layer = layer, n0 = n0, n = n, k0 = k0, k = k, offset = offset}
     offset = offset + n * k
     largest = math.max(largest, 4 * n * k)
   end
-  for k0 = 0, Dp - 16, 16 do piece(1, 0, Hp, k0, 16) end
+  for k0 = 0, Dp - k1, k1 do piece(1, 0, Hp, k0, k1) end
   for n0 = 0, Hp - nc, nc do
     for k0 = 0, Hp - 1, kc do piece(2, n0, nc, k0, math.min(kc, Hp - k0)) end
     piece(3, 0, Dp, n0, nc)
@@ -715,9 +730,13 @@ local function wgstream_layout(spec, tune)
   local stages = math.min(16, (shared_limit(spec.arch) - fixed) // (stage_bytes + 16))
   -- A warpgroup holds every W1 piece (layer 1) or a chunk's W2 pieces
   -- (layer 2) before it releases one.
-  if stages < math.max(Dp // 16, Hp // kc) then return nil end
-  return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, pieces = pieces, pipelined = pipelined,
-          pingpong = pingpong,
+  if stages < math.max(Dp // k1, Hp // kc) then return nil end
+  -- The stagger needs a ring shorter than a step's pieces: warpgroup 0
+  -- then cannot take the next step's W1 (and end its layer 1 twice)
+  -- before warpgroup 1 has started this step's.
+  stagger = stagger and stages < #pieces
+  return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, w1_k = k1, pieces = pieces, pipelined = pipelined,
+          pingpong = pingpong, stagger = stagger,
           floats = offset, stage_bytes = stage_bytes, stages = stages, cluster = cluster,
           split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
@@ -727,9 +746,9 @@ local function wgstream(spec, l)
                  l.split and "wgstream3.cut" or "wgstream.cut",
                  {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
                   blocks = l.cluster, shared = l.shared}, {
-    dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk,
+    dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk, w1_k = l.w1_k,
     pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, pipelined = l.pipelined,
-    pingpong = l.pingpong,
+    pingpong = l.pingpong, stagger = l.stagger,
   })
 end
 

@@ -1040,8 +1040,10 @@ static void expect_ws_padded(flowgen_precision precision, const char *piece96) {
  * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
  * consumer warpgroups and a producer one, 128 samples a block, clusters of
  * 2 (wsc=1: none; wsc=4: 4); its pieces in params' segment ws, in the order the
- * producer copies them: layer 1 by 16 inputs, then for each chunk of 64
- * outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer 3 on them. */
+ * producer copies them: layer 1 by 32 inputs (ws1=16: 16), then for each
+ * chunk of 64 outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer
+ * 3 on them; warpgroup 1 starts each layer 1 once warpgroup 0's is done
+ * (wsg=0: not), where the ring is shorter than a step's pieces. */
 static void test_wgstream_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
@@ -1064,10 +1066,15 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 ");
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 ");
   assert_contains(src, "multicast::cluster");
-  /* 4 pieces of W1, then 4 chunks of two W2 pieces and a W3 one; the
+  /* 2 pieces of W1, then 4 chunks of two W2 pieces and a W3 one; the
    * segment holds every tf32 weight once */
-  assert_contains(src, "in 16 pieces as streamed");
-  assert_contains(src, "put(r, w + 0, 16384);  // W1, outputs 0-255, inputs 0-15");
+  assert_contains(src, "in 14 pieces as streamed");
+  assert_contains(src, "put(r, w + 0, 32768);  // W1, outputs 0-255, inputs 0-31\n"
+                       "    put(r, w + 32768, 32768);  // W1, outputs 0-255, inputs 32-63");
+  assert_contains(src, "constexpr int kK1 = 32;");
+  assert_contains(src, "k = K1;");
+  assert_contains(src, "turn_wait(group, group == 1);");
+  assert_contains(src, "if (half == 1) turn_pass(group, group == 0);");
   assert_contains(src, "put(r, w + 65536, 32768);  // W2, outputs 0-63, inputs 0-127\n"
                        "    put(r, w + 98304, 32768);  // W2, outputs 0-63, inputs 128-255\n"
                        "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
@@ -1101,6 +1108,16 @@ static void test_wgstream_plan(void **state) {
 
   expect_ws_cluster(&spec, "wsc=4", "wgstream", 4, 512);
 
+  /* ws1=16, wsg=0: W1 by 16 inputs, the warpgroups as they come */
+  opts.tune = "ws1=16,wsg=0";
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "in 16 pieces as streamed");
+  assert_contains(src, "put(r, w + 0, 16384);  // W1, outputs 0-255, inputs 0-15");
+  assert_contains(src, "constexpr int kK1 = 16;");
+  assert_false(strstr(src, "turn_wait"));
+  flowgen_kernel_free(k);
+
   /* wspp=1: the warpgroups take turns at layer 1 and each chunk's layer 2 */
   opts.tune = "wspp=1";
   k = generate(&spec, &opts);
@@ -1133,6 +1150,20 @@ static void test_wgstream_plan(void **state) {
   expect_tune_refused(&spec, "wsp=1,wsn=64");
   expect_tune_refused(&spec, "wspp=2");
   expect_tune_refused(&spec, "wspp=1,wsp=1");
+  expect_tune_refused(&spec, "wsg=2");
+  expect_tune_refused(&spec, "ws1=24");
+
+  /* D=16, H=32: 3 pieces a step (W1 by 16, D being no multiple of 32),
+   * a ring of 16 stages: no stagger */
+  spec = sm90a_spec(16, 32, FLOWGEN_PRECISION_TF32);
+  k = generate(&spec, &opts);
+  src = flowgen_kernel_source(k);
+  assert_non_null(find_strategy(k, "wgstream"));
+  assert_contains(src, "in 3 pieces as streamed");
+  assert_contains(src, "constexpr int kStages = 16;");
+  assert_contains(src, "constexpr int kK1 = 16;");
+  assert_false(strstr(src, "turn_wait"));
+  flowgen_kernel_free(k);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:

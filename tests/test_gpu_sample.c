@@ -640,7 +640,10 @@ static void test_wgmma_strategy(void **state) {
  * H of no multiple of 16 and 32; blocks alone (wsc=1), clusters of 4
  * (wsc=4: last clusters with two or three blocks without samples), 32
  * outputs a chunk, the next chunk's layer 2 in flight during a chunk's
- * SiLU (wsp=1), the warpgroups taking turns (wspp=1). */
+ * SiLU (wsp=1), the warpgroups taking turns (wspp=1); warpgroup 1
+ * starting each layer 1 once warpgroup 0's is done (the plan at the first
+ * two shapes, whose rings are shorter than a step's pieces; wsg=0: not),
+ * W1 by 32 inputs a piece (the plan at D=64; ws1=16: 16). */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -657,6 +660,8 @@ static void test_wgstream_strategy(void **state) {
   check_variant_within("wsp=1", "wgstream", shapes, n, 1e-4);
   check_variant_within("wsc=4", "wgstream", shapes, n, 1e-4);
   check_variant_within("wspp=1", "wgstream", shapes, n, 1e-4);
+  check_variant_within("ws1=16", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wsg=0", "wgstream", shapes, 1, 1e-4);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance
