@@ -1074,7 +1074,7 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "constexpr int kK1 = 32;");
   assert_contains(src, "k = K1;");
   assert_contains(src, "turn_wait(group, group == 1);");
-  assert_contains(src, "if (half == 1) turn_pass(group, group == 0);");
+  assert_contains(src, "turn_pass(group, group == 0);  // warpgroup 0's layer 1 done");
   assert_contains(src, "put(r, w + 65536, 32768);  // W2, outputs 0-63, inputs 0-127\n"
                        "    put(r, w + 98304, 32768);  // W2, outputs 0-63, inputs 128-255\n"
                        "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
