@@ -683,7 +683,7 @@ local function wgstream_layout(spec, tune)
   end
   local kc = math.min(128, Hp)
   -- W1's inputs a piece: tf32 32 where D allows and the pieces are no
-  -- larger than W2's (tune ws1=16|32; with the stagger below, 1197-1199
+  -- larger than W2's (tune ws1=16|32; with the stagger, 1197-1199
   -- us against 1195-1204 by 16 in one call, a narrower spread: 1190-1207
   -- against 1185-1215), fp32 16
   local k1 = tune.ws1 and tune_number("ws1", tune.ws1) or 32
