@@ -1080,6 +1080,12 @@ static void test_wgstream_plan(void **state) {
                        "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
   assert_contains(src, "constexpr int kStages = 5;");
   assert_contains(src, "chunk_end<true>(c, d2, d3, b2p, t, pc);");
+  /* the operands unmasked (the matrix units ignore the bits below tf32's):
+   * the SiLU's and each Euler step's, x0's masked */
+  assert_contains(src, "tf32_operand(float x) { return __float_as_uint(x) + 0x1000u; }");
+  assert_contains(src, "  return tf32_operand(fmaf(h, th, h));\n");
+  assert_contains(src, "a1[i][2 * (q % 2) + q / 2] = tf32_operand(x1);");
+  assert_contains(src, "a1[i][2 * (q % 2) + q / 2] = tf32(xs[");
   flowgen_kernel_free(k);
 
   /* without rmma: after mma16 */
@@ -1121,7 +1127,9 @@ static void test_wgstream_plan(void **state) {
   /* wspp=1: the warpgroups take turns at layer 1 and each chunk's layer 2 */
   opts.tune = "wspp=1";
   k = generate(&spec, &opts);
-  assert_contains(flowgen_kernel_source(k), "turn_wait(group, true);");
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "turn_wait(group, true);");
+  assert_contains(src, "  return tf32(fmaf(h, th, h));\n");  /* (unmasked, ptxas spills) */
   flowgen_kernel_free(k);
 
   /* wsp=1: 32 outputs a chunk, the next chunk's layer 2 in flight during
