@@ -4,7 +4,7 @@
 # FLOWGEN_BUILD=$PWD/build`, so that test_examples finds jit_sample built
 # where the static Lua and jansson are).  Results land in $OUT (or
 # ./device-out).
-# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|digits|all]...
+# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|rmma3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
 #             (default: all, in order; a cold round of them takes more
@@ -73,6 +73,12 @@
 #   wgstream3 fp32 as tf32x3 on the streamed kernel: its GPU tests, fp32
 #             at B = 1057 to 262144 with and without it, compute-sanitizer
 #             over it
+#   rmma3     fp32 as tf32x3 on the register-resident kernel over clusters
+#             of 4: its GPU tests, fp32 from B=180 to 4224 over
+#             RMMA3_SHAPES (RMMA3_BATCHES), beside it by 8 samples a
+#             cluster only (r16=0) and without it (rmma=0), its stages
+#             (drop=) at B=480, compute-sanitizer over it, the cluster
+#             kernel's tests
 #   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
 #             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
 #             to 72, sanitizers
@@ -86,9 +92,10 @@
 # PRECISION_BATCHES, PYTORCH_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
 # SWEEP_NAME names the sweep's files (default sweep), SWEEP_ARGS adds bench
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
-# leaves PyTorch out.
+# leaves PyTorch out.  ROUND_TAR=1 packs the files a round leaves in $OUT
+# into one, $OUT/round.tar.gz (for a machine that returns few files).
 #   all       (or no part) every part but check, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, small, rcl, wgstream and wgstream3 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, small, rcl, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -127,13 +134,14 @@ filtered_tests() {
 }
 # time_tunes NAME PRECISIONS BATCHES TUNE...: build/bench at the default
 # shape (or $TUNE_SHAPES) under each FLOWGEN_TUNE (an empty one: the plan as
-# it is), the lines also in $out/NAME.txt.
+# it is), the lines also in $out/NAME.txt; each under TUNE_TIMEOUT seconds
+# (default 120).
 time_tunes() {
   t_name=$1 t_precisions=$2 t_batches=$3
   shift 3
   for t in "$@"; do
     echo "FLOWGEN_TUNE=$t"
-    FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions "$t_precisions" \
+    FLOWGEN_TUNE=$t timeout "${TUNE_TIMEOUT:-120}" build/bench --quick --no-startup --no-baseline --precisions "$t_precisions" \
       --shapes "${TUNE_SHAPES:-64,256,32}" --batches "$t_batches" 2>&1 | grep 'B=' | tee -a "$out/$t_name.txt" || status=1
   done
 }
@@ -410,6 +418,27 @@ for what in "$@"; do
         sanitizer wgstream3 $tool --light --only wgstream3
       done
     fi ;;
+  rmma3)
+    # fp32 as tf32x3 on the register-resident kernel over clusters of 4:
+    # its GPU tests; where they pass, fp32 from B=180 to 4224 as planned
+    # over RMMA3_SHAPES, by 8 samples a cluster only (r16=0) and without it
+    # (rmma=0: the cluster kernel, the 8-row tiled kernel, wgstream3) at
+    # fewer points, its stages at B=480 (drop=...), compute-sanitizer over
+    # it; then the cluster kernel's tests, whose plans it changed.
+    filtered_tests rmma3 'test_rmma3_strategy'
+    if grep -q PASSED "$out/rmma3-tests.log"; then
+      shapes=${RMMA3_SHAPES:-"64,256,32;32,256,32;17,200,32;32,128,32;128,128,32;16,64,32"}
+      TUNE_SHAPES=$shapes time_tunes rmma3 fp32 \
+        ${RMMA3_BATCHES:-180,181,240,241,480,720,960,1440,1920,2880,3360,4224} ""
+      TUNE_SHAPES=$shapes time_tunes rmma3-r8 fp32 480,960,1440,2880 r16=0
+      TUNE_SHAPES="64,256,32;16,64,32" time_tunes rmma3-before fp32 181,240,480,960,1440,2880 rmma=0
+      time_tunes rmma3-stages fp32 480 drop=layer1 drop=layer2 drop=layer3 drop=exchange \
+        drop=layer1:layer2:layer3:exchange
+      for tool in memcheck racecheck synccheck; do
+        sanitizer rmma3 $tool --light --only rmma3
+      done
+    fi
+    filtered_tests rmma3-cluster 'test_cluster_*' ;;
   steps)
     # The fixed cost (launch, weights into registers) and the cost of a
     # step: T(S) = a + b S at B = 1 and 8, each precision's small-batch kernel.
@@ -426,4 +455,8 @@ for what in "$@"; do
   *) echo "device_round.sh: unknown part '$what'" >&2; exit 2 ;;
   esac
 done
+if [ "${ROUND_TAR:-0}" = 1 ]; then
+  (cd "$out" && find . -type f ! -name round.tar.gz ! -name .round-files | sort > .round-files &&
+     tar czf round.tar.gz -T .round-files && xargs rm -f < .round-files && rm -f .round-files) || status=1
+fi
 exit $status

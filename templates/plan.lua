@@ -103,10 +103,15 @@ local function params_layout(D, H, mma_kind, scratch_floats, wg, rm, ws, cw)
       segments[#segments + 1] = {"wsl", ws.floats, "the low parts of ws (each weight less its high part, as tf32)"}
     end
   end
-  if rm then  -- the register-resident kernel's: see rmma.cut
-    copies("r", rm[1], rm[2], rm[3], rm[1] == "tf32"
-           and "mma.sync: %d outputs x %d inputs, 16 x 8 tiles in fragment order, inputs 2 p and 2 p + 1 as k = p and p + 4"
-           or "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
+  if rm then  -- the register-resident kernel's: see rmma.cut and rmma3.cut
+    local tf32_frag = "mma.sync: %d outputs x %d inputs, 16 x 8 tiles in fragment order, inputs 2 p and 2 p + 1 as k = p and p + 4"
+    if rm[1] == "fp32" then  -- tf32x3: the high parts, then the low ones
+      copies("r", "tf32", rm[2], rm[3], tf32_frag .. ", high parts")
+      copies("rl", "tf32", rm[2], rm[3], tf32_frag .. ", low parts (each weight less its high part)")
+    else
+      copies("r", rm[1], rm[2], rm[3], rm[1] == "tf32" and tf32_frag
+             or "mma.sync: %d outputs x %d inputs, 16 x 16 tiles in fragment order")
+    end
   end
   if scratch_floats and scratch_floats > 0 then
     segments[#segments + 1] = {"scratch", scratch_floats,
@@ -838,6 +843,74 @@ local function rmma_layout(spec, tune, C)
   return nil
 end
 
+-- fp32 (sm_90, Euler): rmma3.cut, the same cluster form in tf32x3 (every
+-- product three tf32 products: fp32 accuracy).  The weights' high and low
+-- parts take four times bf16's bytes, so a cluster of 4 blocks owns each 8
+-- samples (rows = 8) or 16 (two n-tiles a weight operand: rows = 16):
+-- every block computes layer 1 in full (W1's parts in shared memory) and
+-- owns a quarter of layer 2's m-tiles, two warps a tile, each over half of
+-- its inputs (W2's parts in registers: H / 2 a thread), and layer 3 over
+-- that warp's 8 units (W3's: D / 2).  nil where the shape does not fit.
+local RMMA3_CLUSTER = 4
+local function rmma3_layout(spec, tune, rows)
+  -- (not where H < 64, whose few weights the tiled kernel streams quickly;
+  -- nor under tune grid=1, the grid strategy at any shape)
+  if spec.arch < 90 or spec.solver ~= "euler" or spec.hidden < 64 or tune.grid == "1" then return nil end
+  -- (H rounded up to 16 C, so that every block owns as many m-tiles: the
+  -- padding's units have zero weights and biases)
+  local C, N = RMMA3_CLUSTER, rows // 8
+  local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 16 * C)
+  local own = Hp // 16 // C
+  local warps = 2 * own
+  -- Registers a thread: W2's and W3's parts, (H + D) / 2 (both padded), 3
+  -- for each state element (whole float4s of v a thread), 4 for each of
+  -- layer 3's output tiles a warp finishes (half of them), 12 more where D
+  -- is padded, within 190; and not two float4s of the state where D / 16
+  -- (layer 3's m-tiles) is odd.  ptxas 13.0 (NVRTC), sm_90: D=64, H=256 at
+  -- 180 (8 rows) and 188 (16) takes 248-254 registers; D=52 to 63, H=193
+  -- to 256 (8 rows: 180 + 12), D=112, H=128 (8 rows) and D=80, H=192 (16
+  -- rows) spill, D=128, H=128 (8 rows, 168) does not.
+  local words = 2 * Dp * N  -- float4s of v
+  local elements = 4 * ((words + 32 * warps - 1) // (32 * warps))
+  local tiles3 = Dp // 16 * N
+  local regs = (Hp + Dp) // 2 + 3 * elements + 4 * ((tiles3 + 1) // 2) + (Dp ~= spec.dim and 12 or 0)
+  if regs > 190 or elements > 8 or (elements > 4 and (Dp // 16) % 2 == 1) then return nil end
+  -- Shared memory: W1's parts (8 Hp Dp bytes), layer 3's partials (a
+  -- tile pair's Dp x rows, fp32) and the blocks' sums of them (two steps'
+  -- worth), the B operands of x and h1 (high and low parts), the tile
+  -- pairs' swap of layer 2, two mbarriers.
+  local shared = 8 * Hp * Dp + 16 * words * (own + 2 * C) + 64 * N * (Dp + Hp) + 256 * N * warps + 16
+  if shared > shared_limit(spec.arch) then return nil end
+  return {dim_pad = Dp, hidden_pad = Hp, threads = 32 * warps, shared = shared, cluster = C, rows = rows,
+          elements = elements, template = "rmma3.cut", name = "rmma3_r" .. rows}
+end
+
+-- fp32's last batch on rmma3 (tune rmma=N: N): four waves of 30
+-- clusters (an H200 runs 30 clusters of 4 at once) of 16 samples, or three
+-- of 8 where 16 do not fit.  Measured on an H200, S=32, us, at B=241-480 /
+-- 960 / 1440 / 1920 / 2880 (the plan before: the cluster kernel by 8
+-- samples a cluster over three waves or the 8-row tiled kernel, then
+-- wgstream3 or the tiled kernel): D=64, H=256 by 16 144 / 282 / 420 / 563
+-- / 583 (wgstream3), before 102-212 / 493 / 581 / 581; D=32, H=256 108 /
+-- 213 / 315 / 418 / 533; D=17, H=200 108 / 208 / 309 / 413 / 448; D=32,
+-- H=128 74 / 90 / 175 / 176 / 211; D=16, H=64 53 / 56 / 64 / 68 / 95,
+-- before 87 (tiled8, B=480 and 960) / 95 (wgstream3); D=128, H=128 by 8
+-- 215-228 at 241-480, 338 at 720, before 346 (tiled8) at 960.
+local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
+
+-- By 16 samples a cluster only where each thread keeps at most 4 state
+-- elements (tune r16=1: wherever it fits), and after two waves by 8 where
+-- its blocks have fewer than 8 warps (H < 256).  Measured on an H200,
+-- S=32, us, by 8 against by 16 at B=480 / 720 / 960 / 1440 / 1920: D=64,
+-- H=128 (8 elements by 16) 88.6 / 169 / 170 / 252 / 333 against 113.5 /
+-- 220 / 221 / 331 / 438; D=32, H=128 (4 warps) 66.8 / 126 / 128 / 188 /
+-- 250 against 74.8 / 90 / 91 / 176 / 178; D=16, H=64 (2 warps) 44.8 /
+-- 49.5 / 51.3 / 98 / 99 against 54.1 / 55.5 / 56.6 / 64 / 68; D=32,
+-- H=256 147 / 219 / 290 / 431 / 574 against 109 / 210 / 213 / 317 / 423.
+local RMMA3_WIDE_ELEMENTS, RMMA3_WIDE_WARPS, RMMA3_NARROW_WAVES = 4, 8, 2
+
+local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
+
 -- tf32's last batch (tune rmma=N: N): five waves of 66 clusters of 2
 -- (measured on an H200, D=64, H=256, S=32: rmma_c2 58.7 us at B=528, 113.3
 -- at 1056, 221.8 at 2112, 275.6 at 2640, 327.5 at 3168, where wgstream
@@ -864,6 +937,8 @@ local function rmma_plan(spec, tune)
     end
   elseif spec.precision == "bf16" or spec.precision == "fp16" then
     l = rmma_layout(spec, tune, 1)
+  elseif spec.precision == "fp32" then
+    l = rmma3_layout(spec, tune, 8)
   else
     return nil
   end
@@ -875,8 +950,8 @@ local function rmma_plan(spec, tune)
 end
 
 local function rmma(spec, tune, l)
-  return variant(spec, l.name, "rmma.cut",
-                 {threads = l.threads, rows = RMMA_ROWS, blocks = l.cluster, shared = l.shared},
+  return variant(spec, l.name, l.template or "rmma.cut",
+                 {threads = l.threads, rows = l.rows or RMMA_ROWS, blocks = l.cluster, shared = l.shared},
                  {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
                   w1_regs = l.w1_regs})
 end
@@ -937,7 +1012,13 @@ return function(spec)
   -- kernel's place and no gemm variant reads them
   local copies_kind = not (ws and ws.split and not gemm_ok) and mma_kind or nil
   -- (tf32: over clusters of rm.cluster blocks, RMMA_TF32_LAST by default)
+  -- (fp32: rmma3 by 16 samples a cluster after 8 where that fits and
+  -- leaves a thread at most 4 state elements; tune r16=0: never, r16=1:
+  -- wherever it fits)
+  local rm_wide = rm and rm.template and tune_switch(tune, "r16") and rmma3_layout(spec, tune, 16)
+  if rm_wide and rm_wide.elements > RMMA3_WIDE_ELEMENTS and tune.r16 ~= "1" then rm_wide = nil end
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma)
+                          or rm.template and (rm_wide and RMMA3_LAST or RMMA3_LAST_NARROW)
                           or rm.cluster > 1 and RMMA_TF32_LAST or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
@@ -1011,6 +1092,12 @@ return function(spec)
   if clusters_at_once < 1 then
     clusters_at_once = at_once[blocks] or 4
   end
+  -- tune cwaves=N: the last variant of the cluster kernel over N waves
+  -- (where it is the last small-batch kernel)
+  local cwaves = tune.cwaves and tune_number("cwaves", tune.cwaves)
+  if cwaves and (cwaves < 1 or cwaves > 8) then
+    refuse(string.format("tune: cwaves=%d is not one of 1 to 8", cwaves))
+  end
   local covered = 0
   -- The cluster kernel's variants, a sample a cluster first, up to batch
   -- `cap` (nil: the last one over more waves); the last one planned.
@@ -1057,7 +1144,12 @@ return function(spec)
     -- at 64-90; D=64, H=128: 35.1 against 27.8-30.0 at 64-90; D=48,
     -- H=192: 40.3 against 47.6-49.2, the one shape measured where rmma_c2
     -- wins there).
-    local rows_first = rm.cluster > 1 and 3 or 1
+    -- fp32 (rmma3): the cluster kernel's variants up to 8 samples a
+    -- cluster, one wave each (measured on an H200, S=32, us, B=240: D=64,
+    -- H=256 108 with 8, rmma3 by 8 100; D=32, H=256 80 against 75; D=32,
+    -- H=128 49 against 57; D=16, H=64 34 against 44; below, where rmma3
+    -- takes as long as at 240, 4 and 6 a cluster are faster still).
+    local rows_first = rm.template and 8 or rm.cluster > 1 and 3 or 1
     local from = rm_from or clusters_first and math.min(rows_first * clusters_at_once + 1, rm_last) or 1
     if from < 1 or from > rm_last then
       refuse(string.format("tune: rfrom=%d is not within 1 to %d", from, rm_last))
@@ -1069,18 +1161,32 @@ return function(spec)
                              from, covered))
       end
     end
-    local v = rmma(spec, tune, rm)
-    v.min_batch = covered + 1
-    v.max_batch = rm_last
-    v.drop = tune.drop
-    variants[#variants + 1] = v
-    covered = rm_last
+    -- fp32: rmma3 by 8 samples a cluster while one wave of clusters takes
+    -- the batch (two where the blocks by 16 would have fewer than 8
+    -- warps), then by 16 where that is planned.
+    local wide = rm_wide
+    local narrow_waves = wide and wide.threads < 32 * RMMA3_WIDE_WARPS and RMMA3_NARROW_WAVES or 1
+    local narrow_last = wide and math.min(rm_last, RMMA_ROWS * at_once[rm.cluster] * narrow_waves) or rm_last
+    if covered < narrow_last then
+      local v = rmma(spec, tune, rm)
+      v.min_batch = covered + 1
+      v.max_batch = narrow_last
+      v.drop = tune.drop
+      variants[#variants + 1] = v
+      covered = narrow_last
+    end
+    if wide and covered < rm_last then
+      local v = rmma(spec, tune, wide)
+      v.min_batch = covered + 1
+      v.max_batch = rm_last
+      v.drop = tune.drop
+      variants[#variants + 1] = v
+      covered = rm_last
+    end
   elseif clusters_ok then
     local last = add_clusters(nil)
     -- the last one over more waves (tune cwaves=N: N waves)
-    local waves = weight_bytes >= 256 * 1024 and (spec.precision == "fp32" and 3 or 2) or 1
-    if tune.cwaves then waves = tune_number("cwaves", tune.cwaves) end
-    if waves < 1 or waves > 8 then refuse(string.format("tune: cwaves=%d is not one of 1 to 8", waves)) end
+    local waves = cwaves or weight_bytes >= 256 * 1024 and (spec.precision == "fp32" and 3 or 2) or 1
     if last then
       last.max_batch = last.rows_per_block * clusters_at_once * waves
       covered = last.max_batch
@@ -1181,7 +1287,8 @@ return function(spec)
       if stop and (not max_batch or max_batch >= stop) then max_batch = stop - 1 end
       add(v, max_batch)
     end
-    if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled" then
+    if few.rows_per_block < many.rows_per_block and tune.strategy ~= "tiled"
+        and few.rows_per_block * SMS >= first then
       add_below(few, few.rows_per_block * SMS)
     end
     -- tune mfrom: the smallest batch for tf32x3 (default: the mma kernel

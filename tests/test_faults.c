@@ -1633,7 +1633,7 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   (void)state;
   g.cooperative_max = 100;
   scenario sc;
-  start_tuned(&sc, "gemm=1,clusters=1,rows=1:2:3,cwaves=1,gfrom=4");
+  start_tuned(&sc, "gemm=1,clusters=1,rows=1:2:3,cwaves=1,gfrom=4,rmma=0");
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *gemm = flowgen_kernel_pick(k, HOST_BATCH);
   assert_string_equal(gemm->strategy, "gemm");

@@ -366,7 +366,7 @@ static void test_shape_constants_are_literals(void **state) {
   assert_contains(src, "constexpr float kDt = 0.03125f;");
   assert_contains(src, "    0.015625f, 0.046875f, 0.078125f,");
   assert_contains(src, "0.984375f,\n};");
-  assert_contains(src, "constexpr int kParamsFloats = 246592;");
+  assert_contains(src, "constexpr int kParamsFloats = 443200;");
   /* the cluster kernel's weights by thread after b3: its 144 floats a
    * thread as float4s, each array of them loaded from its first float */
   assert_contains(src, "constexpr int k_wc = 99136;");
@@ -440,7 +440,8 @@ static void test_variants_are_consistent(void **state) {
         /* One packed buffer for all: the fp32 layout, and where a variant
          * runs on the matrix units, perhaps copies for it after that. */
         assert_int_equal(v->params_bytes, flowgen_kernel_variant(k, 0)->params_bytes);
-        if (!find_strategy(k, "mma") && !find_strategy(k, "mma16") && !find_strategy(k, "grid_b8"))
+        if (!find_strategy(k, "mma") && !find_strategy(k, "mma16") && !find_strategy(k, "grid_b8") &&
+            !find_strategy(k, "rmma3_r8"))
           assert_int_equal(v->params_bytes, 4 * params_floats((size_t)d, (size_t)h));
         else
           assert_true(v->params_bytes >= 4 * params_floats((size_t)d, (size_t)h));
@@ -530,12 +531,12 @@ static void test_strategies_by_shape(void **state) {
   assert_int_equal(find_strategy(k, "mma")->min_batch, 8449);
   assert_int_equal(find_strategy(k, "tiled")->max_batch, 8448);
   flowgen_kernel_free(k);
-  flowgen_options from = {.tune = "mfrom=2000"};
+  flowgen_options from = {.tune = "mfrom=2000,rmma=0"};
   k = generate(&spec, &from);
   assert_int_equal(find_strategy(k, "mma")->min_batch, 2000);
   assert_int_equal(find_strategy(k, "tiled")->max_batch, 1999);
   flowgen_kernel_free(k);
-  from.tune = "mfrom=1";
+  from.tune = "mfrom=1,rmma=0";
   k = generate(&spec, &from);
   assert_null(find_strategy(k, "tiled"));
   assert_int_equal(find_strategy(k, "mma")->min_batch, find_strategy(k, "tiled8")->max_batch + 1);
@@ -625,8 +626,8 @@ static void test_strategies_by_shape(void **state) {
 
 /* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
  * one wave of 30 clusters of 4 blocks, the last over more waves where the
- * weights take 256 KB or more (fp32 three, tf32 two where rmma_c2 does not
- * take over from batch 31; measured faster than the tiled kernel and mma16
+ * weights take 256 KB or more (fp32 three, tf32 two where rmma_c2 and
+ * rmma3 do not take over; measured faster than the tiled kernel and mma16
  * there); tune rows and cwaves override. */
 static void test_cluster_rows_plan(void **state) {
   (void)state;
@@ -635,10 +636,10 @@ static void test_cluster_rows_plan(void **state) {
     flowgen_precision precision;
     int waves;
     const char *tune;
-  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3, NULL},
+  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3, "rmma=0"},
                {64, 256, FLOWGEN_PRECISION_TF32, 2, "rmma=0"},
-               {32, 256, FLOWGEN_PRECISION_FP32, 3, NULL},
-               {32, 128, FLOWGEN_PRECISION_FP32, 1, NULL},
+               {32, 256, FLOWGEN_PRECISION_FP32, 3, "rmma=0"},
+               {32, 128, FLOWGEN_PRECISION_FP32, 1, "rmma=0"},
                {16, 64, FLOWGEN_PRECISION_TF32, 1, "rcl=0"}};
   static const int rows[] = {1, 2, 3, 4, 6, 8};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
@@ -665,13 +666,13 @@ static void test_cluster_rows_plan(void **state) {
   }
   /* tune: rows (the last over the waves), cwaves */
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  flowgen_options opts = {.tune = "rows=1:2:3,cwaves=1"};
+  flowgen_options opts = {.tune = "rows=1:2:3,cwaves=1,rmma=0"};
   flowgen_kernel *k = generate(&spec, &opts);
   assert_int_equal(flowgen_kernel_variant(k, 2)->max_batch, 90);
   assert_int_equal(flowgen_kernel_variant(k, 3)->min_batch, 91);
   assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "tiled8");
   flowgen_kernel_free(k);
-  opts.tune = "rows=4,cwaves=2";
+  opts.tune = "rows=4,cwaves=2,rmma=0";
   k = generate(&spec, &opts);
   assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r4");
   assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 4 * 30 * 2);
@@ -705,6 +706,7 @@ static void test_cluster_fold_plan(void **state) {
     const char *tune;
     int folded;  /* cluster variants with the fold */
   } cases[] = {{64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 6},
+               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "rmma=0", 6},
                {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, NULL, 3},
                {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, "rmma=0", 6},
                {32, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 1},
@@ -1181,7 +1183,7 @@ static void test_wgstream_plan(void **state) {
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:
  * none): in place of the 64-row mma kernel and the 32-row tiled one (from
- * tiled8's last batch + 1), one consumer warpgroup and a producer one a
+ * rmma3's last batch + 1; tiled8's under rmma=0), one consumer warpgroup and a producer one a
  * block, 64 samples a block, blocks alone (wsc=2: clusters of 2), 32
  * outputs a chunk; the weights' high parts in segment ws and their low
  * parts in wsl, each piece copied as both into one stage, a chunk's W2
@@ -1203,7 +1205,9 @@ static void test_wgstream3_plan(void **state) {
   assert_int_equal(v->block_threads, 256);
   assert_int_equal(v->rows_per_block, 64);
   assert_int_equal(v->cluster_blocks, 1);
-  assert_int_equal(v->min_batch, 8 * 132 + 1); /* after tiled8 */
+  assert_int_equal(v->min_batch, 4 * 30 * 16 + 1); /* after rmma3_r16 */
+  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 4 * 30 * 16);
+  assert_null(find_strategy(k, "tiled8"));
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
   assert_contains(src, "void product_ss(float (&d)[16]");
@@ -1218,6 +1222,12 @@ static void test_wgstream3_plan(void **state) {
   assert_contains(src, "constexpr int kStageBytes = 32768;");
   assert_false(strstr(src, "multicast::cluster"));
   flowgen_kernel_free(k);
+  opts.tune = "rmma=0";
+  k = generate(&spec, &opts);
+  assert_int_equal(last_strategy(k, "wgstream3")->min_batch, 8 * 132 + 1); /* after tiled8 */
+  assert_int_equal(find_strategy(k, "tiled8")->max_batch, 8 * 132);
+  flowgen_kernel_free(k);
+  opts.tune = NULL;
 
   expect_ws_cluster(&spec, "wsc=2", "wgstream3", 2, 128);
 
@@ -1242,6 +1252,119 @@ static void test_wgstream3_plan(void **state) {
   assert_null(strstr(src, "turn_wait"));
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "ws3=2");
+}
+
+/* fp32 as tf32x3 on the register-resident kernel over clusters of 4
+ * (rmma3.cut; sm_90, Euler): after the cluster kernel's wave of each count
+ * of samples a cluster (from 241 at the default shape), by 16 samples a
+ * cluster up to four waves of 30 clusters (1920), then what came before it
+ * (sm_90a: wgstream3); by 8 for two waves first where the blocks by 16
+ * have fewer than 8 warps (D=32, H=128); from the first batch by 8, then
+ * 16, where the cluster kernel does not fit (D=17, H=200: H padded to
+ * 256); by 8 alone up to 720 where 16 do not fit (D=128, H=128: shared
+ * memory), would leave a thread 8 state elements (D=64, H=128; tune
+ * r16=1: by 16 all the same) or under tune r16=0; none for other solvers,
+ * before sm_90, where H < 64, where
+ * the weights do not fit a thread's registers (D=144, H=128; D=80, H=256;
+ * D=112, H=128: 8 state elements a thread and an odd count of layer 3's
+ * m-tiles), under rmma=0 or grid=1.  The weights' high and low tf32
+ * copies follow the fp32 layout (w1r, w2r, w3r; w1rl, w2rl, w3rl). */
+static void test_rmma3_plan(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const flowgen_variant *v = find_strategy(k, "rmma3_r16");
+  assert_non_null(v);
+  assert_null(find_strategy(k, "rmma3_r8"));
+  assert_int_equal(find_strategy(k, "cluster4_r8")->max_batch, 240);
+  assert_int_equal(v->min_batch, 241);
+  assert_int_equal(v->max_batch, 1920);
+  assert_int_equal(v->rows_per_block, 16);
+  assert_int_equal(v->cluster_blocks, 4);
+  assert_int_equal(v->block_threads, 256);
+  assert_int_equal(v->shared_bytes, 225296);
+  assert_int_equal(flowgen_kernel_pick(k, 1921)->min_batch, 1921);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kRows = 16;  // samples a cluster");
+  assert_contains(src, "constexpr int k_w1rl = ");
+  assert_contains(src, "v = pack_frag<256, 64, kHidden, kDim, false>(i - k_w1r,");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, true>(i - k_w2rl,");
+  assert_contains(src, "if (Low) asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits) : \"f\"(v - __uint_as_float(bits)));");
+  assert_contains(src, "__device__ __forceinline__ void mma3(");
+  flowgen_kernel_free(k);
+  spec.arch_specific = true;
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1921);
+  flowgen_kernel_free(k);
+  spec.arch_specific = false;
+  /* r16=0: by 8 from 241 to 720, then the 8-row tiled kernel */
+  flowgen_options opts = {.tune = "r16=0"};
+  k = generate(&spec, &opts);
+  v = find_strategy(k, "rmma3_r8");
+  assert_int_equal(v->min_batch, 241);
+  assert_int_equal(v->max_batch, 720);
+  assert_int_equal(v->rows_per_block, 8);
+  assert_int_equal(v->shared_bytes, 178192);
+  assert_null(find_strategy(k, "rmma3_r16"));
+  assert_int_equal(find_strategy(k, "tiled8")->min_batch, 721);
+  flowgen_kernel_free(k);
+  /* rmma=N: up to N */
+  opts.tune = "rmma=300";
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 300);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "r16=2");
+  /* no cluster kernel: by 8 from the first batch, then 16; H padded */
+  spec = fg_test_spec(17, 200, 4, 90);
+  k = generate(&spec, NULL);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma3_r8");
+  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 240);
+  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma3_r16");
+  assert_int_equal(flowgen_kernel_variant(k, 1)->max_batch, 1920);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kHp = 256;  // H rounded up to 64");
+  flowgen_kernel_free(k);
+  /* fewer than 8 warps by 16: by 8 for two waves of 30 clusters */
+  spec = fg_test_spec(32, 128, 4, 90);
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->min_batch, 241);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 480);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 481);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 128);
+  flowgen_kernel_free(k);
+  /* 8 state elements a thread by 16: by 8 to 720; r16=1: by 16 */
+  spec = fg_test_spec(64, 128, 4, 90);
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->min_batch, 241);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 720);
+  assert_null(find_strategy(k, "rmma3_r16"));
+  flowgen_kernel_free(k);
+  opts.tune = "r16=1";
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 480);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
+  flowgen_kernel_free(k);
+  /* 16 do not fit: by 8 to 720 */
+  spec = fg_test_spec(128, 128, 4, 90);
+  k = generate(&spec, NULL);
+  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma3_r8");
+  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 720);
+  assert_null(find_strategy(k, "rmma3_r16"));
+  flowgen_kernel_free(k);
+  /* none */
+  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
+                                   {64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_HEUN},
+                                   {64, 256, 80, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {64, 32, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {144, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {80, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {112, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma3_r8");
+  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma3_r16");
+  spec = fg_test_spec(64, 256, 4, 90);
+  assert_false(has_strategy(&spec, "rmma=0", "rmma3_r16"));
+  assert_false(has_strategy(&spec, "grid=1", "rmma3_r16"));
 }
 
 /* The register-resident kernel (bf16/fp16, sm_80 and newer; every
@@ -1441,7 +1564,7 @@ static void test_rmma_tf32_plan(void **state) {
   assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ");
   assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
   assert_contains(src, "constexpr int kK = 8;");
-  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden>(i - k_w2r");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, false>(i - k_w2r");
   assert_contains(src, "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits)");
   assert_null(strstr(src, "tanh.approx.bf16x2"));
   /* 32-bit copies: W2's 256 x 256 floats between its offset and W3's */
@@ -1571,7 +1694,7 @@ static void test_host_launcher(void **state) {
   assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_launch(");
   assert_contains(w, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_pack_params(");
   assert_contains(w, "extern \"C\" size_t flow_d64_h256_s32_fp32_params_bytes"
-                     "(void) { return 986368; }");
+                     "(void) { return 1772800; }");
   /* The tiled variant: past 48 KiB of shared memory the launcher opts in. */
   const flowgen_variant *tiled = find_strategy(with, "tiled");
   assert_non_null(tiled);
@@ -1678,7 +1801,7 @@ static void test_describe_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(ji, "shared_bytes")),
                      vi->shared_bytes);
     assert_int_equal(json_integer_value(json_object_get(ji, "params_bytes")),
-                     986368);
+                     1772800);
     assert_int_equal(json_integer_value(json_object_get(ji, "rows_per_block")),
                      vi->rows_per_block);
     assert_int_equal(json_integer_value(json_object_get(ji, "cluster_blocks")),
@@ -1869,6 +1992,7 @@ int main(void) {
       cmocka_unit_test(test_wgstream3_plan),
       cmocka_unit_test(test_rmma_plan),
       cmocka_unit_test(test_rmma_tf32_plan),
+      cmocka_unit_test(test_rmma3_plan),
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_cluster_rows_plan),
       cmocka_unit_test(test_cluster_fold_plan),

@@ -759,6 +759,38 @@ static void test_rmma_tf32(void **state) {
   check_variant_within("rcl=4", "rmma_c4", four, sizeof four / sizeof *four, 1e-4);
 }
 
+/* fp32 as tf32x3 on the register-resident kernel over clusters of 4
+ * (sm_90, Euler) at the fp32 tolerance (1e-6): as planned, by 16 samples a
+ * cluster (two n-tiles) from batch 241 after the cluster kernel (D=64,
+ * H=256), by 8 for two waves, then 16, where the blocks by 16 have fewer
+ * than 8 warps (D=48, H=192: an odd count of layer 3's m-tiles), by 8
+ * then 16 where that kernel does not fit (D=17, H=200: H rounded up to
+ * 64), by 8 alone where 16 do not fit (D=128, H=128) or would leave a
+ * thread 8 state elements (D=64, H=128); by 16 wherever it fits (r16=1:
+ * D=24, H=64, one m-tile a block, two warps, 8 state elements a thread);
+ * last clusters of one, two, seven and nine samples, up to batch 1920; by
+ * 8 after the cluster kernel (r16=0, to 720) and up to batch 300
+ * (rmma=300). */
+static void test_rmma3_strategy(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_below(90);
+  static const variant_shape after[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32},
+                                        {48, 192, 3, FLOWGEN_PRECISION_FP32}};
+  static const variant_shape first[] = {{17, 200, 4, FLOWGEN_PRECISION_FP32},
+                                        {24, 64, 5, FLOWGEN_PRECISION_FP32}};
+  static const variant_shape eight[] = {{128, 128, 3, FLOWGEN_PRECISION_FP32},
+                                        {64, 128, 3, FLOWGEN_PRECISION_FP32}};
+  static const char *const both[] = {"rmma3_r8", "rmma3_r16"};
+  check_variant_within(NULL, "rmma3_r16", after, 1, 1e-6);
+  check_variants_within(NULL, both, 2, after + 1, 1, 1e-6);
+  check_variants_within(NULL, both, 2, first, 1, 1e-6);
+  check_variants_within("r16=1", both, 2, first + 1, 1, 1e-6);
+  check_variant_within(NULL, "rmma3_r8", eight, 2, 1e-6);
+  check_variant_within("r16=0", "rmma3_r8", after, 2, 1e-6);
+  check_variant_within("rmma=300", "rmma3_r16", after, 1, 1e-6);
+}
+
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
  * tolerance, its layer 2 by warp (the default where own units come in 32s)
  * and by lanes (FLOWGEN_TUNE=l2w=0), its layer 1 by pairs of lanes (the
@@ -772,17 +804,20 @@ static void test_cluster_layer2(void **state) {
                                          {64, 256, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
                                          {32, 128, 5, FLOWGEN_PRECISION_FP32}};
   const size_t n = sizeof shapes / sizeof *shapes;
-  /* 1 to 8 samples a cluster; 8 over three waves (fp32, D=64, H=256), two
-   * (tf32) and one (H=128) */
+  /* 1 to 8 samples a cluster; 8 over three waves (fp32, D=64, H=256, rmma=0:
+   * without rmma3, which takes over after one as planned), two (tf32) and
+   * one (H=128) */
   static const char *const planned[] = {"cluster4_r1", "cluster4_r3", "cluster4_r4", "cluster4_r6",
                                         "cluster4_r8"};
-  check_variants_within(NULL, planned, sizeof planned / sizeof *planned, shapes, n, 1e-6);
+  const size_t n_planned = sizeof planned / sizeof *planned;
+  check_variants_within(NULL, planned, n_planned, shapes, n, 1e-6);
+  check_variants_within("rmma=0", planned, n_planned, shapes, 1, 1e-6);
   check_variant_within("cluster=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
   check_variant_within("l2w=0", "cluster4_r1", shapes, n, 1e-6);
   check_variant_within("l2w=0", "cluster4_r2", shapes, 1, 1e-6);
   check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
   check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
-  check_variant_within("rows=4,cwaves=2", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
+  check_variant_within("rows=4,cwaves=2,rmma=0", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
   check_variant_within("fold=0", "cluster4_r1", shapes, n, 1e-6);  /* x carried, layer 3 apart */
   check_variant_within("fold=0", "cluster4_r3", shapes, 1, 1e-6);
   /* layer 3's lanes of an output: 2, 16 apart, two sends each (D=64,
@@ -797,7 +832,8 @@ static void test_cluster_layer2(void **state) {
 
 /* The cluster kernel with layer 3 folded into layer 1 (Euler, sm_90) at
  * the fp32 tolerance: as planned at D=64, H=128 (every count of samples a
- * cluster in fp32, 1 to 3 in tf32) and D=32, H=128 (one sample); forced (fold=1)
+ * cluster in fp32, 8 a cluster for one wave before rmma3 and over three
+ * under rmma=0, 1 to 3 in tf32) and D=32, H=128 (one sample); forced (fold=1)
  * at D=64, H=256 with 1 to 4 samples over clusters of 4 blocks and with
  * one over 8. */
 static void test_cluster_fold(void **state) {
@@ -809,6 +845,7 @@ static void test_cluster_fold(void **state) {
   static const char *const all_rows[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3",
                                          "cluster4_r4", "cluster4_r6", "cluster4_r8"};
   check_variants_within(NULL, all_rows, sizeof all_rows / sizeof *all_rows, planned_shapes, 1, 1e-6);
+  check_variant_within("rmma=0", "cluster4_r8", planned_shapes, 1, 1e-6);
   check_variants_within(NULL, all_rows, 3, planned_shapes + 1, 1, 1e-6);  /* tf32: rmma_c2 from 91 */
   static const variant_shape one_row[] = {{32, 128, 6, FLOWGEN_PRECISION_FP32}};
   check_variant_within(NULL, "cluster4_r1", one_row, 1, 1e-6);
@@ -875,6 +912,7 @@ int main(void) {
       cmocka_unit_test(test_rmma_strategy),
       cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_rmma_tf32),
+      cmocka_unit_test(test_rmma3_strategy),
       cmocka_unit_test(test_low_precision_small_batches),
       cmocka_unit_test(test_cluster_layer2),
       cmocka_unit_test(test_cluster_fold),

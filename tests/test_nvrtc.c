@@ -224,10 +224,11 @@ static void test_host_launcher_compiles(void **state) {
 }
 
 /* Cold start-up: the default shape's nine kernels (six cluster variants,
- * 1 to 8 samples a cluster, about 0.4 s each; two tiled; the tf32x3
- * matrix-unit kernel, which alone takes about 0.8 s) compile in about 3.8 s
- * on a 2-core machine (4.7 s with the other tests running beside it); the
- * limit catches a blow-up, not noise. */
+ * 1 to 8 samples a cluster, about 0.4 s each; rmma3 by 16 samples a
+ * cluster; the 32-row tiled kernel; the tf32x3 matrix-unit kernel, which
+ * alone takes about 0.8 s) compile in 3.6 to 4.4 s on a 2-core machine
+ * (4.7 s or more with the other tests running beside it); the limit
+ * catches a blow-up, not noise. */
 static void test_default_compile_time(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -404,7 +405,8 @@ static void test_wgstream_compiles(void **state) {
  * the default shape, D and H of no multiple of 16, the largest D for
  * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
  * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
- * beside the wgmma variants; over clusters of 4 and 2 blocks (rcl). */
+ * beside the wgmma variants; over clusters of 4 and 2 blocks (rcl); fp32
+ * as tf32x3 (rmma3). */
 static void test_rmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -452,6 +454,30 @@ static void test_rmma_compiles(void **state) {
     flowgen_kernel *k = NULL;
     assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
     assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, clusters[i].strategy);
+    flowgen_kernel_free(k);
+    compile_clean_tuned(&spec, opts.tune);
+  }
+  /* fp32 as tf32x3 over clusters of 4 (rmma3): by 8 and 16 samples a
+   * cluster near the register limit (D=64, H=256 as planned: by 16 after
+   * the cluster kernel; r16=0: by 8), H padded (D=17, H=200), D and H
+   * padded (D=36, H=240), one m-tile a block (D=24, H=64, r16=1), an odd
+   * count of layer 3's m-tiles (D=48, H=192), 8 state elements a thread by
+   * 8 (D=128, H=128) and by 16 (D=52, H=150, r16=1) */
+  static const struct {
+    int dim, hidden;
+    const char *tune, *strategy;
+  } x3[] = {{64, 256, "r16=0", "rmma3_r8"}, {17, 200, NULL, "rmma3_r16"}, {36, 240, NULL, "rmma3_r16"},
+            {24, 64, "r16=1", "rmma3_r16"}, {48, 192, NULL, "rmma3_r16"}, {128, 128, NULL, "rmma3_r8"},
+            {52, 150, "r16=1", "rmma3_r16"}};
+  for (size_t i = 0; i < sizeof x3 / sizeof *x3; ++i) {
+    flowgen_spec spec = fg_test_spec(x3[i].dim, x3[i].hidden, 4, 90);
+    flowgen_options opts = {.tune = x3[i].tune};
+    flowgen_kernel *k = NULL;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
+    bool found = false;
+    for (int v = 0; v < flowgen_kernel_variant_count(k); ++v)
+      found = found || strcmp(flowgen_kernel_variant(k, v)->strategy, x3[i].strategy) == 0;
+    if (!found) fail_msg("D=%d H=%d: no %s variant", x3[i].dim, x3[i].hidden, x3[i].strategy);
     flowgen_kernel_free(k);
     compile_clean_tuned(&spec, opts.tune);
   }
