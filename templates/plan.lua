@@ -1167,22 +1167,17 @@ return function(spec)
     local wide = rm_wide
     local narrow_waves = wide and wide.threads < 32 * RMMA3_WIDE_WARPS and RMMA3_NARROW_WAVES or 1
     local narrow_last = wide and math.min(rm_last, RMMA_ROWS * at_once[rm.cluster] * narrow_waves) or rm_last
-    if covered < narrow_last then
-      local v = rmma(spec, tune, rm)
+    local function add_rmma(layout, last)
+      if covered >= last then return end
+      local v = rmma(spec, tune, layout)
       v.min_batch = covered + 1
-      v.max_batch = narrow_last
+      v.max_batch = last
       v.drop = tune.drop
       variants[#variants + 1] = v
-      covered = narrow_last
+      covered = last
     end
-    if wide and covered < rm_last then
-      local v = rmma(spec, tune, wide)
-      v.min_batch = covered + 1
-      v.max_batch = rm_last
-      v.drop = tune.drop
-      variants[#variants + 1] = v
-      covered = rm_last
-    end
+    add_rmma(rm, narrow_last)
+    if wide then add_rmma(wide, rm_last) end
   elseif clusters_ok then
     local last = add_clusters(nil)
     -- the last one over more waves (tune cwaves=N: N waves)
