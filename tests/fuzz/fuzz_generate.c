@@ -32,7 +32,8 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "rcl",      "wgstream", "wsn",
                                         "wsc",      "wsfrom",   "ws3",
                                         "wsp",      "wspp",     "cwaves",
-                                        "fold",     "rfrom"};
+                                        "fold",     "rfrom",    "wsg",
+                                        "ws1",      "r16"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
