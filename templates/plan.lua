@@ -891,16 +891,17 @@ end
 -- 960 / 1440 / 1920 / 2880 (the plan before: the cluster kernel by 8
 -- samples a cluster over three waves or the 8-row tiled kernel, then
 -- wgstream3 or the tiled kernel): D=64, H=256 by 16 144 / 282 / 420 / 563
--- / 583 (wgstream3), before 102-212 / 493 / 581 / 581; D=32, H=256 108 /
--- 213 / 315 / 418 / 533; D=17, H=200 108 / 208 / 309 / 413 / 448; D=32,
--- H=128 74 / 90 / 175 / 176 / 211; D=16, H=64 53 / 56 / 64 / 68 / 95,
+-- / 583 (wgstream3), before 200-212 (B=256-480) / 493 / 581 / - / 582;
+-- D=32, H=256 108 / 213 / 315 / 418 / 533; D=17, H=200 108 / 208 / 309 /
+-- 413 / 448; D=32, H=128 74 / 90 / 175 / 176 / 211; D=16, H=64 53 / 56 /
+-- 64 / 68 / 95,
 -- before 87 (tiled8, B=480 and 960) / 95 (wgstream3); D=128, H=128 by 8
 -- 215-228 at 241-480, 338 at 720, before 346 (tiled8) at 960.
 local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
 
 -- By 16 samples a cluster only where each thread keeps at most 4 state
 -- elements (tune r16=1: wherever it fits), and after two waves by 8 where
--- its blocks have fewer than 8 warps (H < 256).  Measured on an H200,
+-- its blocks have fewer than 8 warps (H, rounded up to 64, under 256).  Measured on an H200,
 -- S=32, us, by 8 against by 16 at B=480 / 720 / 960 / 1440 / 1920: D=64,
 -- H=128 (8 elements by 16) 88.6 / 169 / 170 / 252 / 333 against 113.5 /
 -- 220 / 221 / 331 / 438; D=32, H=128 (4 warps) 66.8 / 126 / 128 / 188 /
@@ -908,8 +909,6 @@ local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
 -- 49.5 / 51.3 / 98 / 99 against 54.1 / 55.5 / 56.6 / 64 / 68; D=32,
 -- H=256 147 / 219 / 290 / 431 / 574 against 109 / 210 / 213 / 317 / 423.
 local RMMA3_WIDE_ELEMENTS, RMMA3_WIDE_WARPS, RMMA3_NARROW_WAVES = 4, 8, 2
-
-local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
 
 -- tf32's last batch (tune rmma=N: N): five waves of 66 clusters of 2
 -- (measured on an H200, D=64, H=256, S=32: rmma_c2 58.7 us at B=528, 113.3
@@ -1145,10 +1144,10 @@ return function(spec)
     -- H=192: 40.3 against 47.6-49.2, the one shape measured where rmma_c2
     -- wins there).
     -- fp32 (rmma3): the cluster kernel's variants up to 8 samples a
-    -- cluster, one wave each (measured on an H200, S=32, us, B=240: D=64,
-    -- H=256 108 with 8, rmma3 by 8 100; D=32, H=256 80 against 75; D=32,
-    -- H=128 49 against 57; D=16, H=64 34 against 44; below, where rmma3
-    -- takes as long as at 240, 4 and 6 a cluster are faster still).
+    -- cluster, one wave each (measured on an H200, S=32, us: the cluster
+    -- kernel by 8 at B=240 against rmma3 as planned at 241: D=64, H=256
+    -- 107.7 against 144.4; D=32, H=256 80.1 against 108.4; D=32, H=128
+    -- 48.7 against 64.1; D=16, H=64 33.5 against 43.8).
     local rows_first = rm.template and 8 or rm.cluster > 1 and 3 or 1
     local from = rm_from or clusters_first and math.min(rows_first * clusters_at_once + 1, rm_last) or 1
     if from < 1 or from > rm_last then
