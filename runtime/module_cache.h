@@ -12,6 +12,10 @@ static inline bool fg_arch_specific(int arch) { return arch == 90; }
 /* The options every compile uses (part of the key). */
 #define FG_COMPILE_OPTIONS "--std=c++17"
 
+/* The first NVRTC (major * 1000 + minor * 10) given --split-compile: not
+ * part of the key, as it changes how long a compile takes, not its code. */
+#define FG_SPLIT_COMPILE_NVRTC 12040
+
 /* The full cache key of (source, options, arch, target, NVRTC version), a
  * malloc()ed text of a few lines. */
 FG_HIDDEN char *fg_module_key(const char *source, size_t size, int arch,

@@ -732,8 +732,10 @@ static struct {
   int fault_fn, fault_at, fault_count, fired;
   nvrtcResult fault_result;
   int opened, closed, created, destroyed;
+  int major, minor; /* the version reported (13.0 unless a test says) */
   struct {
     bool live, compiled, failed;
+    bool split; /* compiled with --split-compile=0 */
     char arch_option[64];
     char *source; /* the stand-in's copy */
   } programs[MAX_PROGRAMS];
@@ -744,6 +746,7 @@ static void nv_reset(void) {
   for (int i = 0; i < nv.nprograms; ++i) free(nv.programs[i].source);
   memset(&nv, 0, sizeof nv);
   nv.fault_fn = -1;
+  nv.major = 13;
   nv.stand_in = fg_test_under_valgrind();
 }
 
@@ -780,8 +783,8 @@ static int program_of(nvrtcProgram prog) {
 
 static nvrtcResult nvmock_nvrtcVersion(int *major, int *minor) {
   NV_ENTER(nvrtcVersion);
-  *major = 13;
-  *minor = 0;
+  *major = nv.major;
+  *minor = nv.minor;
   return NVRTC_SUCCESS;
 }
 
@@ -843,6 +846,8 @@ static nvrtcResult nvmock_nvrtcCompileProgram(nvrtcProgram prog, int count,
     if (strncmp(options[k], "--gpu-architecture=", 19) == 0)
       snprintf(nv.programs[i].arch_option, sizeof nv.programs[i].arch_option, "%s",
                options[k] + 19);
+    else if (strcmp(options[k], "--split-compile=0") == 0)
+      nv.programs[i].split = true;
   nvrtcResult r = nv_called(NV_nvrtcCompileProgram);
   nv.programs[i].compiled = r == NVRTC_SUCCESS;
   nv.programs[i].failed = r == NVRTC_ERROR_COMPILATION;
@@ -1782,6 +1787,30 @@ static void test_nvrtc_get_cubin_fails(void **state) {
   expect_no_problems();
 }
 
+/* NVRTC 12.4 and newer compile with --split-compile=0 (every core), older
+ * ones without the option they lack. */
+static void test_nvrtc_split_compile_by_version(void **state) {
+  (void)state;
+  nv.fake = true;
+  static const struct { int major, minor; bool split; } cases[] = {
+      {13, 0, true}, {12, 4, true}, {12, 3, false}, {11, 8, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    nv.major = cases[i].major;
+    nv.minor = cases[i].minor;
+    void *image = NULL;
+    size_t size = 0;
+    flowgen_error err = {0};
+    assert_int_equal(compile(FLOWRT_TARGET_CUBIN, &image, &size, &err), FLOWGEN_OK);
+    free(image);
+    if (nv.programs[nv.nprograms - 1].split != cases[i].split)
+      fail_msg("NVRTC %d.%d: --split-compile=0 %s", cases[i].major, cases[i].minor,
+               cases[i].split ? "missing" : "passed");
+    fg_loader_reset(); /* the next case loads NVRTC afresh, its version read again */
+  }
+  check_everything_released();
+  expect_no_problems();
+}
+
 /* Every NVRTC call of a cubin and a PTX compile (NVRTC loaded afresh) fails
  * once: the status, a message naming the call, no program left behind, and
  * the next compile works. */
@@ -2022,6 +2051,7 @@ int main(void) {
       FAULT_TEST(test_nvrtc_missing_a_symbol_is_too_old),
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),
       FAULT_TEST(test_nvrtc_get_cubin_fails),
+      FAULT_TEST(test_nvrtc_split_compile_by_version),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),
