@@ -274,16 +274,28 @@ end
 
 -- Entry point from C: returns true, source, variants | false, message,
 -- refused (a planner's refusal of the shape rather than a template error).
--- "key=value,..." -> table, for the planner (which has no patterns).
+-- "key=value,..." -> table, for the planner (which has no patterns and
+-- refuses keys it does not know); an entry of another form, or a key
+-- given twice, is refused here.  Empty entries (",,") are skipped.
 local function parse_tune(text)
   local t = {}
-  for key, value in string.gmatch(text or "", "([%w_]+)=([%w_.:]+)") do t[key] = value end
+  for entry in string.gmatch(text or "", "([^,]*)") do
+    if entry ~= "" then
+      local key, value = string.match(entry, "^([%w_]+)=([%w_.:]+)$")
+      if not key then
+        refuse(string.format("tune: '%s' is not key=value (a key of letters, digits and _, "
+                             .. "a value of those and . :)", entry))
+      end
+      if t[key] then refuse(string.format("tune: %s given twice", key)) end
+      t[key] = value
+    end
+  end
   return t
 end
 
 function engine.generate(spec)
-  spec.tune = parse_tune(spec.tune)
   local ok, source, variants = xpcall(function()
+    spec.tune = parse_tune(spec.tune)
     local plan = make_plan(spec)
     local buf = {}
     render_into(buf, plan.template, {spec = spec, plan = plan})

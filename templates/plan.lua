@@ -959,7 +959,31 @@ end
 -- accuracy) for large batches, where it beats the FMA kernel.
 local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
 
+-- Every --tune key the planner reads (README: `--tune`); any other is a
+-- mistake, refused rather than ignored.
+local TUNE_KEYS = {
+  "cluster", "clusters", "cwaves", "drop", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
+  "grid", "gstages", "l1p", "l2w", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages",
+  "r16", "r8", "rcl", "rfrom", "rmma", "rmw", "rows", "rw1", "strategy", "tchunk", "tcluster",
+  "tstages", "wg1", "wgmma", "wgn", "wgpp", "wgstream", "ws1", "ws3", "wsc", "wsfrom", "wsg",
+  "wsn", "wsp", "wspp",
+}
+local function check_tune_keys(tune)
+  local known = {}
+  for _, key in ipairs(TUNE_KEYS) do known[key] = true end
+  local unknown = {}
+  for key in pairs(tune) do
+    if not known[key] then unknown[#unknown + 1] = key end
+  end
+  if #unknown > 0 then
+    table.sort(unknown)
+    refuse(string.format("tune: unknown %s %s (known: %s)", #unknown == 1 and "key" or "keys", table.concat(unknown, ", "),
+                         table.concat(TUNE_KEYS, ", ")))
+  end
+end
+
 return function(spec)
+  check_tune_keys(spec.tune)
   local solver = solvers[spec.solver]
   if not solver then refuse("solver " .. spec.solver .. " has no tableau") end
   if not mma_kinds[spec.precision] then
@@ -1165,7 +1189,9 @@ return function(spec)
     -- warps), then by 16 where that is planned.
     local wide = rm_wide
     local narrow_waves = wide and wide.threads < 32 * RMMA3_WIDE_WARPS and RMMA3_NARROW_WAVES or 1
-    local narrow_last = wide and math.min(rm_last, RMMA_ROWS * at_once[rm.cluster] * narrow_waves) or rm_last
+    -- (tune r8=N: by 8 up to batch N, then by 16)
+    local narrow_last = wide and math.min(rm_last, tune.r8 and tune_number("r8", tune.r8)
+                                          or RMMA_ROWS * at_once[rm.cluster] * narrow_waves) or rm_last
     local function add_rmma(layout, last)
       if covered >= last then return end
       local v = rmma(spec, tune, layout)

@@ -1787,6 +1787,26 @@ static void test_nvrtc_get_cubin_fails(void **state) {
   expect_no_problems();
 }
 
+/* A FLOWGEN_TUNE the planner refuses (an unknown key): sampler creation
+ * fails naming it, before any compile or module load, holding nothing. */
+static void test_unknown_tune_key_refused(void **state) {
+  (void)state;
+  nv.fake = true;
+  setenv("FLOWGEN_TUNE", "cluster=4,bogus=1", 1);
+  scenario sc;
+  scenario_init(&sc, small_weights);
+  sc.opts.disk_cache = 0;
+  flowgen_error err = {0};
+  assert_int_equal(open_and_create(&sc, &err), FLOWGEN_UNSUPPORTED);
+  expect_contains(err.message, "unknown key bogus");
+  assert_null(sc.s);
+  assert_int_equal(nv.calls[NV_nvrtcCompileProgram], 0);
+  assert_int_equal(g.calls[FN_cuModuleLoadData], 0);
+  scenario_finish(&sc);
+  unsetenv("FLOWGEN_TUNE");
+  expect_no_problems();
+}
+
 /* NVRTC 12.4 and newer compile with --split-compile=0 (every core), older
  * ones without the option they lack. */
 static void test_nvrtc_split_compile_by_version(void **state) {
@@ -2052,6 +2072,7 @@ int main(void) {
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),
       FAULT_TEST(test_nvrtc_get_cubin_fails),
       FAULT_TEST(test_nvrtc_split_compile_by_version),
+      FAULT_TEST(test_unknown_tune_key_refused),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),

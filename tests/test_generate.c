@@ -590,6 +590,17 @@ static void test_strategies_by_shape(void **state) {
   spec = fg_test_spec(128, 512, 4, 90);
   spec.precision = FLOWGEN_PRECISION_TF32;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
+  /* A key the planner does not read, an entry not key=value (a negative
+   * number, no value), a key given twice: refused, not ignored; empty
+   * entries are skipped. */
+  static const char *const malformed[] = {"rmma=0,bogus=1", "mma=0,rfrom=-5", "rmma", "rmma=0,rmma=1",
+                                          "tstages=3,Tstages=3", "rows=1;2"};
+  for (size_t i = 0; i < sizeof malformed / sizeof *malformed; ++i)
+    expect_tune_refused(&spec, malformed[i]);
+  flowgen_options blanks = {.tune = ",,mma=0,"};
+  k = generate(&spec, &blanks);
+  assert_null(find_strategy(k, "mma"));
+  flowgen_kernel_free(k);
 
   /* The cluster kernel's layer 2 by warp where own units come in 32s
    * (their partials in shared memory), by lanes with tune l2w=0 or where
@@ -1332,6 +1343,18 @@ static void test_rmma3_plan(void **state) {
   assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
   assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 128);
   flowgen_kernel_free(k);
+  /* r8=N: by 8 to N, then 16 (none by 8 where the cluster kernel covers N) */
+  opts.tune = "r8=960";
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 960);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 961);
+  flowgen_kernel_free(k);
+  opts.tune = "r8=240";
+  k = generate(&spec, &opts);
+  assert_null(find_strategy(k, "rmma3_r8"));
+  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 241);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "r8=x");
   /* 8 state elements a thread by 16: by 8 to 720; r16=1: by 16 */
   spec = fg_test_spec(64, 128, 4, 90);
   k = generate(&spec, NULL);
@@ -1899,6 +1922,7 @@ static void test_generation_is_fast(void **state) {
                   best * 1e3);
     return;
   }
+  print_message("# generating the default shape: %.1f ms (best of 5)\n", best * 1e3);
   if (best >= 0.050)
     fail_msg("generating the default shape took %.1f ms (limit 50 ms)",
              best * 1e3);
