@@ -899,16 +899,33 @@ end
 -- 215-228 at 241-480, 338 at 720, before 346 (tiled8) at 960.
 local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
 
+-- Where by 16 is not planned, by 8 up to (tune rmma=N: N): the 8-row tiled
+-- kernel's last batch where wgstream3 follows it; RMMA3_LAST where H > 128
+-- and the tiled kernel would follow; else three waves (RMMA3_LAST_NARROW).
+-- Measured on an H200, S=32, us, rmma3 by 8 against the plan before at B=
+-- 960 / 1056 / 1200 / 1440: D=64, H=128 170 / 248 / 249 / 252 against
+-- 246 / 246 (tiled8) / 247 / 247 (wgstream3); D=64, H=192 317 / 395 / 395 /
+-- 475 against 605 / 605 / 402 / 402; D=80, H=160 378 / 459 / 468 / 560
+-- against 679 / 679 / 1008 / 1008 (tiled); D=96, H=192 401 / 487 / 496 /
+-- 597 against 778 / 778 / 1147 / 1147; but D=96 and 128, H=128 393 and 445
+-- at 960 against tiled8's 370 and 346.
+local function rmma3_last_narrow(spec, ws)
+  if ws and ws.split then return 1056 end
+  return round_up(spec.hidden, 16 * RMMA3_CLUSTER) > 128 and RMMA3_LAST or RMMA3_LAST_NARROW
+end
+
 -- By 16 samples a cluster only where each thread keeps at most 4 state
 -- elements (tune r16=1: wherever it fits), and after two waves by 8 where
--- its blocks have fewer than 8 warps (H, rounded up to 64, under 256).  Measured on an H200,
+-- its blocks have fewer than 6 warps (H, rounded up to 64, under 192; at
+-- D=48, H=192, 6 warps, by 16 took 111.9 / 112.4 us at B=241 / 480
+-- against 145.4 / 146.1 by 8).  Measured on an H200,
 -- S=32, us, by 8 against by 16 at B=480 / 720 / 960 / 1440 / 1920: D=64,
 -- H=128 (8 elements by 16) 88.6 / 169 / 170 / 252 / 333 against 113.5 /
 -- 220 / 221 / 331 / 438; D=32, H=128 (4 warps) 66.8 / 126 / 128 / 188 /
 -- 250 against 74.8 / 90 / 91 / 176 / 178; D=16, H=64 (2 warps) 44.8 /
 -- 49.5 / 51.3 / 98 / 99 against 54.1 / 55.5 / 56.6 / 64 / 68; D=32,
 -- H=256 147 / 219 / 290 / 431 / 574 against 109 / 210 / 213 / 317 / 423.
-local RMMA3_WIDE_ELEMENTS, RMMA3_WIDE_WARPS, RMMA3_NARROW_WAVES = 4, 8, 2
+local RMMA3_WIDE_ELEMENTS, RMMA3_WIDE_WARPS, RMMA3_NARROW_WAVES = 4, 6, 2
 
 -- tf32's last batch (tune rmma=N: N): five waves of 66 clusters of 2
 -- (measured on an H200, D=64, H=256, S=32: rmma_c2 58.7 us at B=528, 113.3
@@ -1041,7 +1058,7 @@ return function(spec)
   local rm_wide = rm and rm.template and tune_switch(tune, "r16") and rmma3_layout(spec, tune, 16)
   if rm_wide and rm_wide.elements > RMMA3_WIDE_ELEMENTS and tune.r16 ~= "1" then rm_wide = nil end
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma)
-                          or rm.template and (rm_wide and RMMA3_LAST or RMMA3_LAST_NARROW)
+                          or rm.template and (rm_wide and RMMA3_LAST or rmma3_last_narrow(spec, ws))
                           or rm.cluster > 1 and RMMA_TF32_LAST or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
@@ -1185,7 +1202,7 @@ return function(spec)
       end
     end
     -- fp32: rmma3 by 8 samples a cluster while one wave of clusters takes
-    -- the batch (two where the blocks by 16 would have fewer than 8
+    -- the batch (two where the blocks by 16 would have fewer than 6
     -- warps), then by 16 where that is planned.
     local wide = rm_wide
     local narrow_waves = wide and wide.threads < 32 * RMMA3_WIDE_WARPS and RMMA3_NARROW_WAVES or 1

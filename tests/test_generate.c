@@ -1270,11 +1270,13 @@ static void test_wgstream3_plan(void **state) {
  * of samples a cluster (from 241 at the default shape), by 16 samples a
  * cluster up to four waves of 30 clusters (1920), then what came before it
  * (sm_90a: wgstream3); by 8 for two waves first where the blocks by 16
- * have fewer than 8 warps (D=32, H=128); from the first batch by 8, then
- * 16, where the cluster kernel does not fit (D=17, H=200: H padded to
- * 256); by 8 alone up to 720 where 16 do not fit (D=128, H=128: shared
- * memory), would leave a thread 8 state elements (D=64, H=128; tune
- * r16=1: by 16 all the same) or under tune r16=0; none for other solvers,
+ * have fewer than 6 warps (D=32, H=128; not D=48, H=192); from the first
+ * batch by 8, then 16, where the cluster kernel does not fit (D=17, H=200:
+ * H padded to 256); by 8 alone where 16 do not fit (D=128, H=128: shared
+ * memory) or would leave a thread 8 state elements (D=64, H=128; tune
+ * r16=1: by 16 all the same), up to 720, or up to 1056 where wgstream3
+ * follows (D=64, H=128 on sm_90a), or 1920 where H > 128 (D=80, H=160;
+ * D=64, H=256 under tune r16=0); none for other solvers,
  * before sm_90, where H < 64, where
  * the weights do not fit a thread's registers (D=144, H=128; D=80, H=256;
  * D=112, H=128: 8 state elements a thread and an odd count of layer 3's
@@ -1308,16 +1310,23 @@ static void test_rmma3_plan(void **state) {
   assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1921);
   flowgen_kernel_free(k);
   spec.arch_specific = false;
-  /* r16=0: by 8 from 241 to 720, then the 8-row tiled kernel */
+  /* r16=0: by 8 from 241 to 1920 (H > 128), then the tiled kernel; to
+   * 1056 where wgstream3 follows (sm_90a) */
   flowgen_options opts = {.tune = "r16=0"};
   k = generate(&spec, &opts);
   v = find_strategy(k, "rmma3_r8");
   assert_int_equal(v->min_batch, 241);
-  assert_int_equal(v->max_batch, 720);
+  assert_int_equal(v->max_batch, 1920);
   assert_int_equal(v->rows_per_block, 8);
   assert_int_equal(v->shared_bytes, 178192);
   assert_null(find_strategy(k, "rmma3_r16"));
-  assert_int_equal(find_strategy(k, "tiled8")->min_batch, 721);
+  assert_int_equal(find_strategy(k, "tiled")->min_batch, 1921);
+  flowgen_kernel_free(k);
+  spec.arch_specific = true;
+  k = generate(&spec, &opts);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1056);
+  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1057);
+  spec.arch_specific = false;
   flowgen_kernel_free(k);
   /* rmma=N: up to N */
   opts.tune = "rmma=300";
@@ -1343,6 +1352,14 @@ static void test_rmma3_plan(void **state) {
   assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
   assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 128);
   flowgen_kernel_free(k);
+  /* 6 warps by 16: by 16 from 241 */
+  spec = fg_test_spec(48, 192, 4, 90);
+  k = generate(&spec, NULL);
+  assert_null(find_strategy(k, "rmma3_r8"));
+  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 241);
+  assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 192);
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(32, 128, 4, 90);
   /* r8=N: by 8 to N, then 16 (none by 8 where the cluster kernel covers N) */
   opts.tune = "r8=960";
   k = generate(&spec, &opts);
@@ -1355,13 +1372,20 @@ static void test_rmma3_plan(void **state) {
   assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 241);
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "r8=x");
-  /* 8 state elements a thread by 16: by 8 to 720; r16=1: by 16 */
+  /* 8 state elements a thread by 16: by 8 to 720, to 1056 where
+   * wgstream3 follows (sm_90a); r16=1: by 16 */
   spec = fg_test_spec(64, 128, 4, 90);
   k = generate(&spec, NULL);
   assert_int_equal(find_strategy(k, "rmma3_r8")->min_batch, 241);
   assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 720);
   assert_null(find_strategy(k, "rmma3_r16"));
   flowgen_kernel_free(k);
+  spec.arch_specific = true;
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1056);
+  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1057);
+  flowgen_kernel_free(k);
+  spec.arch_specific = false;
   opts.tune = "r16=1";
   k = generate(&spec, &opts);
   assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 480);
@@ -1373,6 +1397,14 @@ static void test_rmma3_plan(void **state) {
   assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma3_r8");
   assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 720);
   assert_null(find_strategy(k, "rmma3_r16"));
+  flowgen_kernel_free(k);
+  /* H > 128, no wgstream3 after it (D > 64): by 8 to 1920 */
+  spec = fg_test_spec(80, 160, 4, 90);
+  spec.arch_specific = true;
+  k = generate(&spec, NULL);
+  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1920);
+  assert_null(find_strategy(k, "rmma3_r16"));
+  assert_int_equal(flowgen_kernel_pick(k, 1921)->min_batch, 1921);
   flowgen_kernel_free(k);
   /* none */
   static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
