@@ -81,9 +81,10 @@ flowgen_status flowrt_compile(const char *source, size_t source_size,
            target == FLOWRT_TARGET_PTX ? "compute" : "sm", arch,
            fg_arch_specific(arch) ? "a" : "");
   /* NVRTC optimizes and assembles the kernels on all cores (one kernel
-   * each): the same code, ptxas reports per kernel unchanged, and a cold
-   * compile of the default shape in about 3.7 s on 2 cores in place of
-   * 5.4 (NVRTC 13.0).  Older NVRTCs lack the option. */
+   * each): the same instructions (the cluster kernels' static shared
+   * arrays in another order: six address offsets of cluster4_r1 differ),
+   * and a cold compile of the default shape in 3.4 to 4.5 s on 2 cores in
+   * place of 5.0 to 5.5 (NVRTC 13.0).  Older NVRTCs lack the option. */
   const char *opts[4] = {arch_opt, FG_COMPILE_OPTIONS};
   int nopts = 2;
   if (api->version >= FG_SPLIT_COMPILE_NVRTC) opts[nopts++] = "--split-compile=0";
