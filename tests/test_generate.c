@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PATH_SIZE 4096
 
@@ -1937,15 +1938,26 @@ static void test_invalid_spec_is_refused(void **state) {
 
 /* ---- speed -------------------------------------------------------------------- */
 
+/* The process's CPU time, in seconds. */
+static double cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Generating the default shape, timed by the process's CPU time, not the
+ * wall clock: under `make -j2 test` another test program (NVRTC on every
+ * core) shares the two cores, and the best of 5 by the wall clock read 42
+ * ms there against 26 to 31 alone; the best of 10 for the VM's noise. */
 static void test_generation_is_fast(void **state) {
   (void)state;
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   double best = 1e9;
-  for (int i = 0; i < 5; ++i) {
-    double t0 = fg_test_now_seconds();
+  for (int i = 0; i < 10; ++i) {
+    double t0 = cpu_seconds();
     flowgen_kernel *k = generate(&spec, NULL);
-    double t = fg_test_now_seconds() - t0;
+    double t = cpu_seconds() - t0;
     flowgen_kernel_free(k);
     if (t < best) best = t;
   }
@@ -1954,9 +1966,9 @@ static void test_generation_is_fast(void **state) {
                   best * 1e3);
     return;
   }
-  print_message("# generating the default shape: %.1f ms (best of 5)\n", best * 1e3);
+  print_message("# generating the default shape: %.1f ms of CPU time (best of 10)\n", best * 1e3);
   if (best >= 0.050)
-    fail_msg("generating the default shape took %.1f ms (limit 50 ms)",
+    fail_msg("generating the default shape took %.1f ms of CPU time (limit 50 ms)",
              best * 1e3);
 }
 
