@@ -886,8 +886,8 @@ local function rmma3_layout(spec, tune, rows)
 end
 
 -- fp32's last batch on rmma3 (tune rmma=N: N): four waves of 30
--- clusters (an H200 runs 30 clusters of 4 at once) of 16 samples, or three
--- of 8 where 16 do not fit.  Measured on an H200, S=32, us, at B=241-480 /
+-- clusters (an H200 runs 30 clusters of 4 at once) of 16 samples;
+-- rmma3_last_narrow where 16 are not planned.  Measured on an H200, S=32, us, at B=241-480 /
 -- 960 / 1440 / 1920 / 2880 (the plan before: the cluster kernel by 8
 -- samples a cluster over three waves or the 8-row tiled kernel, then
 -- wgstream3 or the tiled kernel): D=64, H=256 by 16 144 / 282 / 420 / 563
@@ -909,9 +909,9 @@ local RMMA3_LAST, RMMA3_LAST_NARROW = 1920, 720
 -- against 679 / 679 / 1008 / 1008 (tiled); D=96, H=192 401 / 487 / 496 /
 -- 597 against 778 / 778 / 1147 / 1147; but D=96 and 128, H=128 393 and 445
 -- at 960 against tiled8's 370 and 346.
-local function rmma3_last_narrow(spec, ws)
+local function rmma3_last_narrow(rm, ws)
   if ws and ws.split then return 1056 end
-  return round_up(spec.hidden, 16 * RMMA3_CLUSTER) > 128 and RMMA3_LAST or RMMA3_LAST_NARROW
+  return rm.hidden_pad > 128 and RMMA3_LAST or RMMA3_LAST_NARROW
 end
 
 -- By 16 samples a cluster only where each thread keeps at most 4 state
@@ -1058,7 +1058,7 @@ return function(spec)
   local rm_wide = rm and rm.template and tune_switch(tune, "r16") and rmma3_layout(spec, tune, 16)
   if rm_wide and rm_wide.elements > RMMA3_WIDE_ELEMENTS and tune.r16 ~= "1" then rm_wide = nil end
   local rm_last = rm and (tune.rmma and tune_number("rmma", tune.rmma)
-                          or rm.template and (rm_wide and RMMA3_LAST or rmma3_last_narrow(spec, ws))
+                          or rm.template and (rm_wide and RMMA3_LAST or rmma3_last_narrow(rm, ws))
                           or rm.cluster > 1 and RMMA_TF32_LAST or 2 * RMMA_ROWS * SMS)
   if rm_last and rm_last > WG_ROWS * SMS then
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))

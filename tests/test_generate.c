@@ -1948,7 +1948,7 @@ static double cpu_seconds(void) {
 /* Generating the default shape, timed by the process's CPU time, not the
  * wall clock: under `make -j2 test` another test program (NVRTC on every
  * core) shares the two cores, and the best of 5 by the wall clock read 42
- * ms there against 26 to 31 alone; the best of 10 for the VM's noise. */
+ * ms there against 26 to 28 alone; the best of 10 for the VM's noise. */
 static void test_generation_is_fast(void **state) {
   (void)state;
   flowgen_spec spec;
