@@ -980,7 +980,7 @@ local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
 -- mistake, refused rather than ignored.
 local TUNE_KEYS = {
   "cluster", "clusters", "cwaves", "drop", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
-  "grid", "gstages", "l1p", "l2w", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages",
+  "grid", "gstages", "l1p", "l2w", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages", "own",
   "r16", "r8", "rcl", "rfrom", "rmma", "rmw", "rows", "rw1", "strategy", "tchunk", "tcluster",
   "tstages", "wg1", "wgmma", "wgn", "wgpp", "wgstream", "ws1", "ws3", "wsc", "wsfrom", "wsg",
   "wsn", "wsp", "wspp",
@@ -1064,6 +1064,16 @@ return function(spec)
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
+  -- A block's own partial of an exchange kept local, not sent to itself
+  -- through distributed shared memory (the folded cluster kernel and
+  -- rmma3; tune own=0: sent like the others).  Measured on an H200, fp32,
+  -- S=32, us with and without: D=64, H=128 (folded) B = 8 / 64 / 240
+  -- 17.6 / 26.5 / 51.8 against 18.2 / 29.0 / 59.6; rmma3 (by 16) D=64,
+  -- H=256 B = 480 / 960 140.8 / 277.6 against 146.5 / 285.5, D=48, H=192
+  -- 110.6 / 213.0 against 113.6 / 221.4.  Not folded, the Euler step
+  -- moved to the lanes that hold each output's sum was slower (D=64,
+  -- H=256, B=8 26.4 against 25.2).
+  local own_local = tune_switch(tune, "own")
   local l2_by_warp = tune_switch(tune, "l2w")
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
   -- x each: half the loads of x; tune l1p=0: a unit over all of x a
@@ -1150,6 +1160,7 @@ return function(spec)
       if v and limit > covered then
         v.min_batch = covered + 1
         v.drop = tune.drop
+        v.own_local = own_local and blocks > 1 and v.fold
         variants[#variants + 1] = v
         covered = limit
         last = v
@@ -1215,6 +1226,7 @@ return function(spec)
       v.min_batch = covered + 1
       v.max_batch = last
       v.drop = tune.drop
+      v.own_local = own_local
       variants[#variants + 1] = v
       covered = last
     end

@@ -760,6 +760,45 @@ static void test_cluster_fold_plan(void **state) {
   expect_tune_refused(&spec, "fold=2");
 }
 
+/* A block's own partial of an exchange is not sent to itself through
+ * distributed shared memory where the one thread that reads it back holds
+ * it (the folded cluster kernel: the unit's own thread; rmma3: the thread
+ * that stored its word), so each block expects the others' bytes only;
+ * the unfolded cluster kernel still sends it (its Euler step reads the
+ * partials of outputs other threads summed); tune own=0 sends it
+ * everywhere. */
+static void test_own_partial_plan(void **state) {
+  (void)state;
+  static const char kFoldOthers[] = "constexpr unsigned kBytes = (kClusterBlocks - 1) * kPartial * 4;";
+  static const char kFoldAll[] = "constexpr unsigned kBytes = kClusterBlocks * kPartial * 4;";
+  static const char kRmma3Others[] = "constexpr unsigned kBytes = (kClusterBlocks - 1) * kWords * 16;";
+  static const char kRmma3All[] = "constexpr unsigned kBytes = kClusterBlocks * kWords * 16;";
+  flowgen_spec spec = fg_test_spec(64, 128, 4, 90);  /* folded: six cluster variants */
+  flowgen_kernel *k = generate(&spec, NULL);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 6);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 0);
+  assert_int_equal(count_of(flowgen_kernel_source(k), "for (int i = 1; i < kClusterBlocks; ++i) {"), 6);
+  flowgen_kernel_free(k);
+  flowgen_options sent = {.tune = "own=0"};
+  k = generate(&spec, &sent);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 0);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 6);
+  assert_int_equal(count_of(flowgen_kernel_source(k), "for (int i = 1; i <= kClusterBlocks; ++i) {"), 6);
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(64, 256, 4, 90);  /* not folded; rmma3 after it */
+  k = generate(&spec, NULL);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 6);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 0);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3Others), 1);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3All), 0);
+  flowgen_kernel_free(k);
+  k = generate(&spec, &sent);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3Others), 0);
+  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3All), 1);
+  flowgen_kernel_free(k);
+  expect_tune_refused(&spec, "own=2");
+}
+
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
  * strategy from B=1057, cooperative, its chunk's activations in the scratch
  * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
@@ -2064,6 +2103,7 @@ int main(void) {
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_cluster_rows_plan),
       cmocka_unit_test(test_cluster_fold_plan),
+      cmocka_unit_test(test_own_partial_plan),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),
