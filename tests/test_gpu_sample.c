@@ -792,6 +792,7 @@ static void test_rmma3_strategy(void **state) {
   check_variant_within(NULL, "rmma3_r8", eight, 3, 1e-6);
   check_variant_within("r16=0", "rmma3_r8", after, 2, 1e-6);
   check_variant_within("rmma=300", "rmma3_r16", after, 1, 1e-6);
+  check_variant_within("own=0", "rmma3_r16", after, 1, 1e-6);  /* each block's own sum sent to itself */
 }
 
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
@@ -856,6 +857,7 @@ static void test_cluster_fold(void **state) {
   static const char *const four[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3", "cluster4_r4"};
   check_variants_within("fold=1", four, 4, forced, 1, 1e-6);
   check_variant_within("fold=1,cluster=8", "cluster8_r1", forced, 1, 1e-6);
+  check_variant_within("own=0", "cluster4_r1", planned_shapes, 1, 1e-6);  /* own partial sent to itself */
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

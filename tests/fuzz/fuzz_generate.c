@@ -33,7 +33,8 @@ static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clust
                                         "wsc",      "wsfrom",   "ws3",
                                         "wsp",      "wspp",     "cwaves",
                                         "fold",     "rfrom",    "wsg",
-                                        "ws1",      "r16",      "r8"};
+                                        "ws1",      "r16",      "r8",
+                                        "own"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
     "tiled", "cluster", "0",     "1",      "2",      "3",
