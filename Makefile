@@ -126,8 +126,9 @@ bench: $(BUILD)/bench
 	  --batches $(BENCH_BATCHES) --json $(BUILD)/bench-precisions.json
 
 # On-chip latencies (mma.sync, barriers, movmatrix, tanh, shared loads,
-# shuffles), tf32 wgmma's rate by shape and the SM clock while small
-# kernels run: `make probe` then build/probe on an H100/H200.
+# shuffles), tf32 wgmma's rate by shape, the SM clock while small kernels
+# run and the cluster kernel's exchange alone: `make probe` then
+# build/probe on an H100/H200.
 probe: $(BUILD)/probe
 $(BUILD)/probe: bench/probe.cu
 	@mkdir -p $(BUILD)

@@ -1,15 +1,19 @@
 // probe.cu: the on-chip latencies a small-batch kernel is made of, the
 // rate of mma.sync (bf16 m16n8k16, tf32 m16n8k8) on one SM, the rate of
-// tf32 wgmma by shape (m64nNk8, N = 8 to 256) and operand source, and the
-// SM clock while one small kernel runs after another (as
-// build/bench launches them).  In-kernel clock64() and %globaltimer; one
-// line a figure.  Built for sm_90a (wgmma): H100/H200.
+// tf32 wgmma by shape (m64nNk8, N = 8 to 256) and operand source, the
+// SM clock while one small kernel runs after another (as build/bench
+// launches them), and rounds of the cluster kernel's exchange alone
+// (st.async and an mbarrier between the blocks of a cluster).  In-kernel
+// clock64() and %globaltimer; one line a figure.  Built for sm_90a
+// (wgmma): H100/H200.
 //
-//   make probe && build/probe
+//   make probe && build/probe            (everything)
+//   build/probe exchange                 (the exchange's rounds only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #define CHECK(call)                                                              \
@@ -327,10 +331,158 @@ __global__ void chains(long long* out, unsigned seed)
   if (v + p == 12345u) out[4] = 1;
 }
 
-int main()
+// ---- the exchange between the blocks of a cluster, alone --------------
+// The small-batch kernel's step ends with an exchange through distributed
+// shared memory: st.async into the other blocks, completing on their
+// mbarrier, a wait, a read of what came and a block barrier.  Rounds of
+// that alone, 256 threads a block, cycles a round on rank 0:
+//   kind 0  one float from thread 0 of rank 0 to rank 1 and back (the
+//           round trip of one st.async, no block barrier);
+//   kind 1  every thread sends one float, to rank tid % C: a block
+//           receives 256 floats a round, 256 / C from each block (the
+//           unfolded kernel's 64-wide partials at C = 4);
+//   kind 2  every thread sends one float to every other block: C - 1
+//           floats a thread, 256 (C - 1) a block received (the fold's
+//           H-wide partials at H = 256, its own kept).
+// Each with the wait as mbarrier.try_wait in a loop (the kernels' form,
+// which may suspend the thread until the phase completes) and as
+// mbarrier.test_wait in a spin loop.
+constexpr int kExchangeThreads = 256;
+constexpr int kRounds = 256;
+
+__device__ __forceinline__ unsigned smem_address(const void* p)
+{
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ unsigned map_rank(unsigned address, unsigned rank)
+{
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+
+__device__ __forceinline__ void st_async(unsigned remote, float v, unsigned remote_barrier)
+{
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+               :: "r"(remote), "f"(v), "r"(remote_barrier) : "memory");
+}
+
+__device__ __forceinline__ void expect_bytes(unsigned barrier, unsigned bytes)
+{
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(barrier), "r"(bytes) : "memory");
+}
+
+// spin: mbarrier.test_wait (no suspension) in the loop, else try_wait.
+__device__ __forceinline__ void wait_parity(unsigned barrier, unsigned parity, bool spin)
+{
+  unsigned done;
+  do {
+    if (spin)
+      asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                   " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+    else
+      asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                   " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void sync_cluster()
+{
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, int kind, bool spin)
+{
+  __shared__ float slots[2][8 * kExchangeThreads];
+  __shared__ __align__(8) unsigned long long barriers[2];
+  unsigned rank, blocks;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
+  const int tid = threadIdx.x;
+  const unsigned bytes = kind == 0 ? 4u : kind == 1 ? 4u * kExchangeThreads : 4u * (blocks - 1) * kExchangeThreads;
+  if (tid == 0) {
+    for (int b = 0; b < 2; ++b)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_address(&barriers[b])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (kind != 0 || rank < 2) expect_bytes(smem_address(&barriers[0]), bytes);
+  }
+  sync_cluster();
+  float v = static_cast<float>(tid), sum = 0.0f;
+  long long c0 = clock64();
+  for (int k = 0; k < kRounds; ++k) {
+    const int b = k & 1;
+    const unsigned barrier = smem_address(&barriers[b]);
+    const unsigned slot = smem_address(&slots[b][0]);
+    if (kind == 0) {
+      if (tid == 0 && rank < 2) {
+        if (rank == 0) st_async(map_rank(slot, 1), v, map_rank(barrier, 1));
+        wait_parity(barrier, (k >> 1) & 1, spin);
+        expect_bytes(smem_address(&barriers[b ^ 1]), bytes);
+        v = slots[b][0] + 1.0f;
+        if (rank == 1) st_async(map_rank(slot, 0), v, map_rank(barrier, 0));
+      }
+      continue;
+    }
+    if (kind == 1) {
+      const unsigned q = tid % blocks;
+      st_async(map_rank(slot + 4u * (rank * (kExchangeThreads / blocks) + tid / blocks), q), v, map_rank(barrier, q));
+    } else {
+      for (unsigned i = 1; i < blocks; ++i) {
+        const unsigned q = (rank + i) % blocks;
+        st_async(map_rank(slot + 4u * (i * kExchangeThreads + tid), q), v, map_rank(barrier, q));
+      }
+    }
+    wait_parity(barrier, (k >> 1) & 1, spin);
+    if (tid == kExchangeThreads - 1) expect_bytes(smem_address(&barriers[b ^ 1]), bytes);
+    v = slots[b][(kind == 2 ? kExchangeThreads : 0) + tid] + 1.0f;
+    __syncthreads();
+  }
+  long long c1 = clock64();
+  if (rank == 0 && tid == 0) out[0] = (c1 - c0) / kRounds;
+  if (v == 1234.5f) out[1] = 1;
+  sync_cluster();
+}
+
+// Cycles a round of `exchange` over clusters of `blocks`, `clusters` of them.
+static int print_exchange(long long* out, int kind, int blocks, int clusters, bool spin)
+{
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks * clusters);
+  config.blockDim = dim3(kExchangeThreads);
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = blocks;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  std::vector<long long> cycles;
+  for (int i = 0; i < 21; ++i) {
+    CHECK(cudaLaunchKernelEx(&config, exchange, out, kind, spin));
+    CHECK(cudaDeviceSynchronize());
+    cycles.push_back(out[0]);
+  }
+  std::sort(cycles.begin(), cycles.end());
+  static const char* const what[] = {"one float's round trip between two blocks",
+                                     "every thread one float to one block (256 floats a block)",
+                                     "every thread one float to every other block"};
+  std::printf("exchange, clusters of %d (%d clusters), %s, %s: %lld cycles a round (median of 21; min %lld)\n",
+              blocks, clusters, what[kind], spin ? "test_wait" : "try_wait", cycles[10], cycles[0]);
+  return 0;
+}
+
+int main(int argc, char** argv)
 {
   long long* out = nullptr;
   CHECK(cudaMallocManaged(&out, 16 * sizeof(long long)));
+  // `build/probe exchange`: the exchange's rounds only.
+  const bool exchange_only = argc > 1 && std::string(argv[1]) == "exchange";
+  for (bool spin : {false, true})
+    for (int kind = 0; kind < 3; ++kind)
+      for (int blocks : {2, 4, 8})
+        if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, spin)) return 1;
+  if (exchange_only) return 0;
   // The clock: a 40-us spin, one launch and a synchronize after another
   // (build/bench's pattern), first from idle, then the median of 200.
   std::vector<double> mhz;
