@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
     if (kind != 0 || rank < 2) expect_bytes(smem_address(&barriers[0]), bytes);
   }
   sync_cluster();
-  float v = static_cast<float>(tid), sum = 0.0f;
+  float v = static_cast<float>(tid);
   long long c0 = clock64();
   for (int k = 0; k < kRounds; ++k) {
     const int b = k & 1;

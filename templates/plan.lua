@@ -1072,7 +1072,11 @@ return function(spec)
   -- H=256 B = 480 / 960 140.8 / 277.6 against 146.5 / 285.5, D=48, H=192
   -- 110.6 / 213.0 against 113.6 / 221.4.  Not folded, the Euler step
   -- moved to the lanes that hold each output's sum was slower (D=64,
-  -- H=256, B=8 26.4 against 25.2).
+  -- H=256, B=8 26.4 against 25.2), and so was the own partial stored in
+  -- the own slot by a shared store with each warp arriving on the local
+  -- mbarrier (B=8 26.0 against 25.1; faster only at D=64, H=256 from 3
+  -- samples a cluster; racecheck reports its stores against the Euler
+  -- step's reads).
   local own_local = tune_switch(tune, "own")
   local l2_by_warp = tune_switch(tune, "l2w")
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
