@@ -345,8 +345,12 @@ __global__ void chains(long long* out, unsigned seed)
 //           floats a thread, 256 (C - 1) a block received (the fold's
 //           H-wide partials at H = 256, its own kept).
 // Each with the wait as mbarrier.try_wait in a loop (the kernels' form,
-// which may suspend the thread until the phase completes) and as
-// mbarrier.test_wait in a spin loop.
+// which may suspend the thread until the phase completes), as
+// mbarrier.test_wait in a spin loop, and without an mbarrier: each float
+// sent with the round's index in one 64-bit st.relaxed.cluster (the value
+// low, the index high), the reader polling its slots with
+// ld.relaxed.cluster until each holds its round's index (the cluster
+// kernel's tagged exchange, tune tag=1).
 constexpr int kExchangeThreads = 256;
 constexpr int kRounds = 256;
 
@@ -373,6 +377,26 @@ __device__ __forceinline__ void expect_bytes(unsigned barrier, unsigned bytes)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(barrier), "r"(bytes) : "memory");
 }
 
+// How a round waits for what it receives.
+enum Wait { kTryWait, kTestWait, kTagged };
+static const char* const kWaitName[] = {"try_wait", "test_wait", "tagged"};
+
+__device__ __forceinline__ void st_tagged(unsigned remote, float v, unsigned tag)
+{
+  const unsigned long long word = static_cast<unsigned long long>(tag) << 32 | __float_as_uint(v);
+  asm volatile("st.relaxed.cluster.shared::cluster.b64 [%0], %1;" :: "r"(remote), "l"(word) : "memory");
+}
+
+// The value in the tagged slot at `address` once it holds round `tag`'s.
+__device__ __forceinline__ float poll_tagged(unsigned address, unsigned tag)
+{
+  unsigned long long word;
+  do {
+    asm volatile("ld.relaxed.cluster.shared::cta.b64 %0, [%1];" : "=l"(word) : "r"(address) : "memory");
+  } while (static_cast<unsigned>(word >> 32) != tag);
+  return __uint_as_float(static_cast<unsigned>(word));
+}
+
 // spin: mbarrier.test_wait (no suspension) in the loop, else try_wait.
 __device__ __forceinline__ void wait_parity(unsigned barrier, unsigned parity, bool spin)
 {
@@ -392,9 +416,11 @@ __device__ __forceinline__ void sync_cluster()
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-__global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, int kind, bool spin)
+__global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, int kind, int wait)
 {
   __shared__ float slots[2][8 * kExchangeThreads];
+  __shared__ unsigned long long tagged[2][8 * kExchangeThreads];
+  const bool spin = wait == kTestWait;
   __shared__ __align__(8) unsigned long long barriers[2];
   unsigned rank, blocks;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
@@ -405,8 +431,9 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
     for (int b = 0; b < 2; ++b)
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_address(&barriers[b])) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    if (kind != 0 || rank < 2) expect_bytes(smem_address(&barriers[0]), bytes);
+    if (wait != kTagged && (kind != 0 || rank < 2)) expect_bytes(smem_address(&barriers[0]), bytes);
   }
+  for (int i = tid; i < 2 * 8 * kExchangeThreads; i += kExchangeThreads) (&tagged[0][0])[i] = ~0ull;
   sync_cluster();
   float v = static_cast<float>(tid);
   long long c0 = clock64();
@@ -414,6 +441,32 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
     const int b = k & 1;
     const unsigned barrier = smem_address(&barriers[b]);
     const unsigned slot = smem_address(&slots[b][0]);
+    if (wait == kTagged) {
+      const unsigned tags = smem_address(&tagged[b][0]);
+      if (kind == 0) {
+        if (tid == 0 && rank < 2) {
+          if (rank == 0) st_tagged(map_rank(tags, 1), v, k);
+          v = poll_tagged(tags, k) + 1.0f;
+          if (rank == 1) st_tagged(map_rank(tags, 0), v, k);
+        }
+        continue;
+      }
+      if (kind == 1) {
+        const unsigned q = tid % blocks;
+        st_tagged(map_rank(tags + 8u * (rank * (kExchangeThreads / blocks) + tid / blocks), q), v, k);
+        v = poll_tagged(tags + 8u * tid, k) + 1.0f;
+      } else {
+        for (unsigned i = 1; i < blocks; ++i) {
+          const unsigned q = (rank + i) % blocks;
+          st_tagged(map_rank(tags + 8u * (i * kExchangeThreads + tid), q), v, k);
+        }
+        float sum = 1.0f;
+        for (unsigned i = 1; i < blocks; ++i) sum += poll_tagged(tags + 8u * (i * kExchangeThreads + tid), k);
+        v = sum;
+      }
+      __syncthreads();
+      continue;
+    }
     if (kind == 0) {
       if (tid == 0 && rank < 2) {
         if (rank == 0) st_async(map_rank(slot, 1), v, map_rank(barrier, 1));
@@ -445,7 +498,7 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
 }
 
 // Cycles a round of `exchange` over clusters of `blocks`, `clusters` of them.
-static int print_exchange(long long* out, int kind, int blocks, int clusters, bool spin)
+static int print_exchange(long long* out, int kind, int blocks, int clusters, int wait)
 {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks * clusters);
@@ -459,7 +512,7 @@ static int print_exchange(long long* out, int kind, int blocks, int clusters, bo
   config.numAttrs = 1;
   std::vector<long long> cycles;
   for (int i = 0; i < 21; ++i) {
-    CHECK(cudaLaunchKernelEx(&config, exchange, out, kind, spin));
+    CHECK(cudaLaunchKernelEx(&config, exchange, out, kind, wait));
     CHECK(cudaDeviceSynchronize());
     cycles.push_back(out[0]);
   }
@@ -468,7 +521,7 @@ static int print_exchange(long long* out, int kind, int blocks, int clusters, bo
                                      "every thread one float to one block (256 floats a block)",
                                      "every thread one float to every other block"};
   std::printf("exchange, clusters of %d (%d clusters), %s, %s: %lld cycles a round (median of 21; min %lld)\n",
-              blocks, clusters, what[kind], spin ? "test_wait" : "try_wait", cycles[10], cycles[0]);
+              blocks, clusters, what[kind], kWaitName[wait], cycles[10], cycles[0]);
   return 0;
 }
 
@@ -478,10 +531,10 @@ int main(int argc, char** argv)
   CHECK(cudaMallocManaged(&out, 16 * sizeof(long long)));
   // `build/probe exchange`: the exchange's rounds only.
   const bool exchange_only = argc > 1 && std::string(argv[1]) == "exchange";
-  for (bool spin : {false, true})
+  for (int wait : {kTryWait, kTestWait, kTagged})
     for (int kind = 0; kind < 3; ++kind)
       for (int blocks : {2, 4, 8})
-        if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, spin)) return 1;
+        if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, wait)) return 1;
   if (exchange_only) return 0;
   // The clock: a 40-us spin, one launch and a synchronize after another
   // (build/bench's pattern), first from idle, then the median of 200.
