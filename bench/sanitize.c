@@ -6,11 +6,14 @@
  * orders of magnitude slower.
  *
  * usage: compute-sanitizer --tool memcheck|racecheck|synccheck|initcheck \
- *          --error-exitcode 1 build/sanitize [--light] [--only PREFIX]
+ *          --error-exitcode 1 build/sanitize [--light] [--only PREFIX] [--shape D,H]
  * --light: two steps per case and only the smallest batch of each variant
  * (racecheck runs a launch hundreds of times slower than it would run).
  * --only: the variants whose strategy starts with PREFIX (e.g. grid).
- * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag.
+ * --shape: the cases of that state dimension and hidden width only (each
+ * case compiles its whole module first, which takes most of a light run).
+ * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag
+ * (or a --shape no case has).
  */
 #include "flowrt.h"
 #include "random.h"
@@ -72,13 +75,19 @@ done:
 int main(int argc, char **argv) {
   bool light = false;
   const char *only = "";
+  int shape_dim = 0, shape_hidden = 0;  /* 0: every case */
   for (int i = 1; i < argc; ++i) {
+    char tail;
     if (strcmp(argv[i], "--light") == 0) {
       light = true;
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc &&
+               sscanf(argv[i + 1], "%d,%d%c", &shape_dim, &shape_hidden, &tail) == 2 && shape_dim > 0 &&
+               shape_hidden > 0) {
+      ++i;
     } else {
-      fprintf(stderr, "usage: sanitize [--light] [--only STRATEGY-PREFIX]\n");
+      fprintf(stderr, "usage: sanitize [--light] [--only STRATEGY-PREFIX] [--shape D,H]\n");
       return 2;
     }
   }
@@ -106,6 +115,13 @@ int main(int argc, char **argv) {
       {33, 130, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP16, 1e-2},
       {17, 200, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP16, 1e-2},  /* wgmma: 208 = 3 x 64 + 16 */
   };
+  bool any = !shape_dim;
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c)
+    any = any || (cases[c].dim == shape_dim && cases[c].hidden == shape_hidden);
+  if (!any) {
+    fprintf(stderr, "sanitize: no case has D=%d, H=%d\n", shape_dim, shape_hidden);
+    return 2;
+  }
   flowgen_error err;
   flowrt_runtime *rt = NULL;
   flowrt_options opts = {.disk_cache = 0};
@@ -115,6 +131,7 @@ int main(int argc, char **argv) {
   }
   int failures = 0;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    if (shape_dim && (cases[c].dim != shape_dim || cases[c].hidden != shape_hidden)) continue;
     flowgen_spec spec;
     flowgen_spec_default(&spec);
     spec.dim = cases[c].dim;

@@ -760,6 +760,46 @@ static void test_cluster_fold_plan(void **state) {
   expect_tune_refused(&spec, "fold=2");
 }
 
+/* The cluster kernel's first cluster barrier (every block's mbarriers
+ * exist before anyone sends) is split: its arrival right after their
+ * initialization, before any load, its wait after the loads of the
+ * weights and x0; the closing one arrives (relaxed) once a block has
+ * received every partial addressed to it (folded: rank 0 after the last
+ * exchange, the others after the loop) and waits at the very end.  No
+ * whole cluster barrier is left in the kernel. */
+static void test_cluster_barriers_split(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden;
+    const char *first;  /* the first variant's section */
+    int relaxed;        /* relaxed arrivals a variant */
+  } cases[] = {{64, 256, "strategy \"cluster4_r1\"", 1}, {64, 128, "strategy \"cluster4_r1\"", 2}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
+    flowgen_kernel *k = generate(&spec, NULL);
+    char *kernel = between(flowgen_kernel_source(k), cases[c].first, "// ---- strategy");
+    const char *body = strstr(kernel, "extern \"C\" __global__");
+    assert_non_null(body);
+    const char *init = strstr(body, "barrier_init(");
+    const char *arrive = strstr(body, "cluster_arrive();");
+    const char *load = strstr(body, "load_thread<");
+    const char *x0 = strstr(body, "x0[");
+    const char *wait = strstr(body, "cluster_wait();");
+    const char *loop = strstr(body, "for (int k = 0; k < kSteps; ++k)");
+    assert_true(init && arrive && load && x0 && wait && loop);
+    assert_true(init < arrive && arrive < load && load < x0 && x0 < wait && wait < loop);
+    assert_int_equal(count_of(body, "cluster_arrive();"), 1);
+    assert_int_equal(count_of(body, "cluster_wait();"), 2);
+    assert_int_equal(count_of(body, "cluster_arrive_relaxed();"), cases[c].relaxed);
+    assert_lacks(body, "cluster_sync();");
+    const char *last_wait = strstr(wait + 1, "cluster_wait();");
+    assert_true(strstr(loop, "cluster_arrive_relaxed();") < last_wait);
+    assert_lacks(last_wait + strlen("cluster_wait();"), ";");  /* the kernel's last statement */
+    free(kernel);
+    flowgen_kernel_free(k);
+  }
+}
+
 /* A block's own partial of an exchange is not sent to itself through
  * distributed shared memory where the one thread that reads it back holds
  * it (the folded cluster kernel: the unit's own thread; rmma3: the thread
@@ -2103,6 +2143,7 @@ int main(void) {
       cmocka_unit_test(test_strategies_by_shape),
       cmocka_unit_test(test_cluster_rows_plan),
       cmocka_unit_test(test_cluster_fold_plan),
+      cmocka_unit_test(test_cluster_barriers_split),
       cmocka_unit_test(test_own_partial_plan),
       cmocka_unit_test(test_tiled_stages),
       cmocka_unit_test(test_name_is_respected),
