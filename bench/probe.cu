@@ -2,13 +2,15 @@
 // rate of mma.sync (bf16 m16n8k16, tf32 m16n8k8) on one SM, the rate of
 // tf32 wgmma by shape (m64nNk8, N = 8 to 256) and operand source, the
 // SM clock while one small kernel runs after another (as build/bench
-// launches them), and rounds of the cluster kernel's exchange alone
-// (st.async and an mbarrier between the blocks of a cluster).  In-kernel
+// launches them), rounds of the cluster kernel's exchange alone
+// (st.async and an mbarrier between the blocks of a cluster), and the
+// time its blocks take to load their weights.  In-kernel
 // clock64() and %globaltimer; one line a figure.  Built for sm_90a
 // (wgmma): H100/H200.
 //
 //   make probe && build/probe            (everything)
 //   build/probe exchange                 (the exchange's rounds only)
+//   build/probe ingress                  (the weights' loads only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -525,17 +527,123 @@ static int print_exchange(long long* out, int kind, int blocks, int clusters, in
   return 0;
 }
 
+// ---- the weights' way into a block (the cluster kernel's prologue) ----
+// Before its first step each block of the cluster kernel loads its
+// threads' weights from their thread-major copy: at D=64, H=256, 36
+// float4s a thread, 147,456 bytes a block of 256 threads.  Cycles from a
+// block's start until every thread holds its own (summed, so that no load
+// is dead), 8 clusters of 4 blocks, each rank its own copy (as the
+// kernel), by:
+//   kind 0  float4 loads (ld.global.nc), all issued before the first use,
+//           each thread its own (the kernel's form);
+//   kind 1  bulk copies (cp.async.bulk, global to shared, 9 of 16 KB by
+//           thread 0, completing on an mbarrier), then each thread's
+//           float4s out of shared memory.
+// Warm: the copy already in L2 (launched again); cold: after 256 MB of
+// other writes.
+constexpr int kIngressThreads = 256, kIngressFloat4s = 36, kIngressChunks = 9;
+constexpr unsigned kIngressBytes = 16u * kIngressFloat4s * kIngressThreads;
+
+__global__ void __launch_bounds__(kIngressThreads, 1) ingress(const float4* __restrict__ w, long long* out, int kind)
+{
+  extern __shared__ float4 stage[];  // kind 1
+  __shared__ __align__(8) unsigned long long bar;
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const int tid = threadIdx.x;
+  const float4* block_w = w + static_cast<size_t>(rank) * kIngressFloat4s * kIngressThreads;
+  const long long c0 = clock64();
+  float4 v[kIngressFloat4s];
+  if (kind == 0) {
+#pragma unroll
+    for (int n = 0; n < kIngressFloat4s; ++n) v[n] = block_w[n * kIngressThreads + tid];
+  } else {
+    const unsigned b = smem_address(&bar);
+    if (tid == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      expect_bytes(b, kIngressBytes);
+      for (int c = 0; c < kIngressChunks; ++c) {
+        const unsigned offset = c * (kIngressBytes / kIngressChunks);
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(smem_address(stage) + offset), "l"(reinterpret_cast<const char*>(block_w) + offset),
+                        "r"(kIngressBytes / kIngressChunks), "r"(b) : "memory");
+      }
+    }
+    __syncthreads();  // the mbarrier initialized
+    wait_parity(b, 0, false);
+#pragma unroll
+    for (int n = 0; n < kIngressFloat4s; ++n) v[n] = stage[n * kIngressThreads + tid];
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kIngressFloat4s; ++n) sum += (v[n].x + v[n].y) + (v[n].z + v[n].w);
+  __syncthreads();
+  const long long c1 = clock64();
+  if (tid == 0) out[blockIdx.x] = c1 - c0;
+  if (sum == 1234.5f) out[64] = 1;
+}
+
+// The slowest block's cycles for `ingress` of `kind`, warm and cold,
+// median of 11 launches each.
+static int print_ingress(long long* out, const float4* w, char* flush, size_t flush_bytes, int kind)
+{
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(32);
+  config.blockDim = dim3(kIngressThreads);
+  config.dynamicSmemBytes = kind == 1 ? kIngressBytes : 0;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = 4;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  CHECK(cudaFuncSetAttribute(ingress, cudaFuncAttributeMaxDynamicSharedMemorySize, kIngressBytes));
+  for (bool cold : {false, true}) {
+    std::vector<long long> slowest;
+    for (int i = 0; i < 11; ++i) {
+      if (cold) CHECK(cudaMemset(flush, i, flush_bytes));
+      else CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind));  // warms L2
+      CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind));
+      CHECK(cudaDeviceSynchronize());
+      slowest.push_back(*std::max_element(out, out + 32));
+    }
+    std::sort(slowest.begin(), slowest.end());
+    std::printf("weights into a block (%u bytes, 256 threads, 8 clusters of 4), %s, %s: %lld cycles "
+                "(the slowest block; median of 11), %.1f bytes a cycle\n",
+                kIngressBytes, kind == 0 ? "float4 loads" : "bulk copies to shared, then shared loads",
+                cold ? "cold" : "warm", slowest[5], static_cast<double>(kIngressBytes) / slowest[5]);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv)
 {
   long long* out = nullptr;
-  CHECK(cudaMallocManaged(&out, 16 * sizeof(long long)));
+  CHECK(cudaMallocManaged(&out, 128 * sizeof(long long)));  // ingress: one a block (32) and 64
   // `build/probe exchange`: the exchange's rounds only.
   const bool exchange_only = argc > 1 && std::string(argv[1]) == "exchange";
-  for (int wait : {kTryWait, kTestWait, kTagged})
-    for (int kind = 0; kind < 3; ++kind)
-      for (int blocks : {2, 4, 8})
-        if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, wait)) return 1;
+  // `build/probe ingress`: the weights' loads only.
+  const bool ingress_only = argc > 1 && std::string(argv[1]) == "ingress";
+  if (!ingress_only)
+    for (int wait : {kTryWait, kTestWait, kTagged})
+      for (int kind = 0; kind < 3; ++kind)
+        for (int blocks : {2, 4, 8})
+          if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, wait)) return 1;
   if (exchange_only) return 0;
+  {
+    float4* w = nullptr;
+    char* flush = nullptr;
+    const size_t flush_bytes = size_t(256) << 20;
+    CHECK(cudaMalloc(&w, 4 * size_t(kIngressBytes)));
+    CHECK(cudaMemset(w, 0x3f, 4 * size_t(kIngressBytes)));  // floats of 0.747
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    if (print_ingress(out, w, flush, flush_bytes, 0) || print_ingress(out, w, flush, flush_bytes, 1)) return 1;
+    CHECK(cudaFree(flush));
+    CHECK(cudaFree(w));
+  }
+  if (ingress_only) return 0;
   // The clock: a 40-us spin, one launch and a synchronize after another
   // (build/bench's pattern), first from idle, then the median of 200.
   std::vector<double> mhz;
