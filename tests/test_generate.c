@@ -766,38 +766,50 @@ static void test_cluster_fold_plan(void **state) {
  * weights and x0; the closing one arrives (relaxed) once a block has
  * received every partial addressed to it (folded: rank 0 after the last
  * exchange, the others after the loop) and waits at the very end.  No
- * whole cluster barrier is left in the kernel. */
+ * whole cluster barrier is left in the kernel.  Tune crel=1: the first
+ * arrival relaxed (after fence.mbarrier_init), the fold's own-slot zeros
+ * on its own slots only. */
 static void test_cluster_barriers_split(void **state) {
   (void)state;
+  static const char kRelaxedStart[] = "cluster_arrive_relaxed();  // the mbarriers' initialization fenced above";
   static const struct {
     int dim, hidden;
-    const char *first;  /* the first variant's section */
+    const char *tune;
     int relaxed;        /* relaxed arrivals a variant */
-  } cases[] = {{64, 256, "strategy \"cluster4_r1\"", 1}, {64, 128, "strategy \"cluster4_r1\"", 2}};
+  } cases[] = {{64, 256, NULL, 1}, {64, 128, NULL, 2}, {64, 256, "crel=1", 2}, {64, 128, "crel=1", 3}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
     flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
-    flowgen_kernel *k = generate(&spec, NULL);
-    char *kernel = between(flowgen_kernel_source(k), cases[c].first, "// ---- strategy");
+    flowgen_options opts = {.tune = cases[c].tune};
+    flowgen_kernel *k = generate(&spec, &opts);
+    char *kernel = between(flowgen_kernel_source(k), "strategy \"cluster4_r1\"", "// ---- strategy");
     const char *body = strstr(kernel, "extern \"C\" __global__");
     assert_non_null(body);
+    const bool relaxed_start = cases[c].tune != NULL;
     const char *init = strstr(body, "barrier_init(");
-    const char *arrive = strstr(body, "cluster_arrive();");
+    const char *arrive = strstr(body, relaxed_start ? kRelaxedStart : "cluster_arrive();");
     const char *load = strstr(body, "load_thread<");
     const char *x0 = strstr(body, "x0[");
     const char *wait = strstr(body, "cluster_wait();");
     const char *loop = strstr(body, "for (int k = 0; k < kSteps; ++k)");
     assert_true(init && arrive && load && x0 && wait && loop);
     assert_true(init < arrive && arrive < load && load < x0 && x0 < wait && wait < loop);
-    assert_int_equal(count_of(body, "cluster_arrive();"), 1);
+    assert_int_equal(count_of(body, "cluster_arrive();"), relaxed_start ? 0 : 1);
+    assert_int_equal(count_of(body, kRelaxedStart), relaxed_start ? 1 : 0);
+    if (cases[c].hidden == 128)  /* folded, own partial kept: zeros on all slots, or the own ones */
+      assert_int_equal(count_of(body, "partials[i / kPartial][rank * kPartial + i % kPartial] = 0.0f;"),
+                       relaxed_start ? 1 : 0);
     assert_int_equal(count_of(body, "cluster_wait();"), 2);
     assert_int_equal(count_of(body, "cluster_arrive_relaxed();"), cases[c].relaxed);
     assert_lacks(body, "cluster_sync();");
     const char *last_wait = strstr(wait + 1, "cluster_wait();");
-    assert_true(strstr(loop, "cluster_arrive_relaxed();") < last_wait);
+    const char *end_arrive = strstr(loop, "cluster_arrive_relaxed();");
+    assert_true(end_arrive && end_arrive < last_wait);
     assert_lacks(last_wait + strlen("cluster_wait();"), ";");  /* the kernel's last statement */
     free(kernel);
     flowgen_kernel_free(k);
   }
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  expect_tune_refused(&spec, "crel=2");
 }
 
 /* A block's own partial of an exchange is not sent to itself through
