@@ -127,8 +127,8 @@ bench: $(BUILD)/bench
 
 # On-chip latencies (mma.sync, barriers, movmatrix, tanh, shared loads,
 # shuffles), tf32 wgmma's rate by shape, the SM clock while small kernels
-# run and the cluster kernel's exchange alone: `make probe` then
-# build/probe on an H100/H200.
+# run, the cluster kernel's exchange alone and its blocks' loads of their
+# weights: `make probe` then build/probe on an H100/H200.
 probe: $(BUILD)/probe
 $(BUILD)/probe: bench/probe.cu
 	@mkdir -p $(BUILD)

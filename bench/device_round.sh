@@ -61,7 +61,7 @@
 #             over it (also to batch 2112, rmma=2112)
 #   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
 #             on one SM, the SM clock between small kernels, the cluster
-#             kernel's exchange alone
+#             kernel's exchange alone, its blocks' loads of their weights
 #   profile   ncu (where the machine lets it read the counters) over one
 #             B=8 launch of the cluster kernel (fp32) and of rmma (bf16) at
 #             the default shape: warp stalls (by reason and by SASS line,

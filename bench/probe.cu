@@ -351,8 +351,8 @@ __global__ void chains(long long* out, unsigned seed)
 // mbarrier.test_wait in a spin loop, and without an mbarrier: each float
 // sent with the round's index in one 64-bit st.relaxed.cluster (the value
 // low, the index high), the reader polling its slots with
-// ld.relaxed.cluster until each holds its round's index (the cluster
-// kernel's tagged exchange, tune tag=1).
+// ld.relaxed.cluster until each holds its round's index (the form the
+// cluster kernel's exchange was measured in and not kept: bench/RESULTS.md).
 constexpr int kExchangeThreads = 256;
 constexpr int kRounds = 256;
 
