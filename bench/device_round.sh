@@ -4,20 +4,18 @@
 # FLOWGEN_BUILD=$PWD/build`, so that test_examples finds jit_sample built
 # where the static Lua and jansson are).  Results land in $OUT (or
 # ./device-out).
-# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|crel|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|rmma3|digits|all]...
+# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|rmma3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
 #             (default: all, in order; a cold round of them takes more
 #             than 10 minutes, so a round under a time limit splits them)
 #   gpu-programs  the other test programs that use a GPU: test_cli_runtime,
 #             test_examples, test_faults
-#   crel      the cluster kernel's first cluster barrier arriving relaxed
-#             (crel=1) beside the plan, two rounds, fp32 at B = 1, 8, 64
-#             (then cluster-sanitize under FLOWGEN_TUNE=crel=1 if kept)
 #   cluster-sanitize  compute-sanitizer racecheck, synccheck and memcheck
 #             over the cluster kernel alone, unfolded (D=64, H=256) and
 #             folded (D=64, H=128): build/sanitize --light --only cluster
-#             --shape D,H (a few minutes, not the whole sanitize part's)
+#             --shape D,H (seconds a tool on an H200, not the whole sanitize
+#             part's minutes)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #             over build/sanitize (every strategy of a few shapes; --light
 #             for all but memcheck; SANITIZE_TIMEOUT seconds per tool)
@@ -102,7 +100,7 @@
 # options (e.g. --no-baseline); FLOWGEN_NO_TORCH=1
 # leaves PyTorch out.  ROUND_TAR=1 packs the files a round leaves in $OUT
 # into one, $OUT/round.tar.gz (for a machine that returns few files).
-#   all       (or no part) every part but check, crel, cluster-sanitize, large, tune, tune-tests,
+#   all       (or no part) every part but check, cluster-sanitize, large, tune, tune-tests,
 #             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, small, rcl, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
@@ -173,14 +171,6 @@ for what in "$@"; do
       sh tests/run.sh build/tests/test_cli_runtime build/tests/test_examples build/tests/test_faults \
       > "$out/gpu-programs.log" 2>&1 || status=1
     grep -E 'FAILED|tests:' "$out/gpu-programs.log" ;;
-  crel)
-    for round in 1 2; do
-      for t in crel=0 crel=1; do
-        FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline --precisions fp32 \
-          --shapes "64,256,32;64,128,32;16,64,32" --batches 1,8,64 | grep '^D=' |
-          sed "s/^/$t round $round: /" | tee -a "$out/crel.txt"
-      done
-    done ;;
   cluster-sanitize)
     for shape in 64,256 64,128; do
       for tool in racecheck synccheck memcheck; do

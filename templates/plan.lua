@@ -979,7 +979,7 @@ local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
 -- Every --tune key the planner reads (README: `--tune`); any other is a
 -- mistake, refused rather than ignored.
 local TUNE_KEYS = {
-  "cluster", "clusters", "crel", "cwaves", "drop", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
+  "cluster", "clusters", "cwaves", "drop", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
   "grid", "gstages", "l1p", "l2w", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages", "own",
   "r16", "r8", "rcl", "rfrom", "rmma", "rmw", "rows", "rw1", "strategy", "tchunk", "tcluster",
   "tstages", "wg1", "wgmma", "wgn", "wgpp", "wgstream", "ws1", "ws3", "wsc", "wsfrom", "wsg",
@@ -1088,9 +1088,6 @@ return function(spec)
   -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
   -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
   local l1_pairs = tune_switch(tune, "l1p")
-  -- tune crel=1 (an experiment, not measured yet): the cluster kernel's
-  -- first cluster barrier arrives relaxed (cluster.cut).
-  local relaxed_start = tune_switch(tune, "crel") and tune.crel == "1"
   -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
   -- one wave of such clusters takes (rcl=0: none, the default); tune
   -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
@@ -1168,7 +1165,6 @@ return function(spec)
         v.min_batch = covered + 1
         v.drop = tune.drop
         v.own_local = own_local and blocks > 1 and v.fold
-        v.relaxed_start = relaxed_start
         variants[#variants + 1] = v
         covered = limit
         last = v
