@@ -352,7 +352,11 @@ __global__ void chains(long long* out, unsigned seed)
 // sent with the round's index in one 64-bit st.relaxed.cluster (the value
 // low, the index high), the reader polling its slots with
 // ld.relaxed.cluster until each holds its round's index (the form the
-// cluster kernel's exchange was measured in and not kept: bench/RESULTS.md).
+// cluster kernel's exchange was measured in and not kept: bench/RESULTS.md),
+// and pulled: each float stored with the round's index into the sender's
+// own shared memory (a local 64-bit st.relaxed.cluster), each reader
+// polling the sender's slot through distributed shared memory
+// (ld.relaxed.cluster.shared::cluster) until it holds the round's index.
 constexpr int kExchangeThreads = 256;
 constexpr int kRounds = 256;
 
@@ -380,8 +384,8 @@ __device__ __forceinline__ void expect_bytes(unsigned barrier, unsigned bytes)
 }
 
 // How a round waits for what it receives.
-enum Wait { kTryWait, kTestWait, kTagged };
-static const char* const kWaitName[] = {"try_wait", "test_wait", "tagged"};
+enum Wait { kTryWait, kTestWait, kTagged, kPulled };
+static const char* const kWaitName[] = {"try_wait", "test_wait", "tagged", "pulled"};
 
 __device__ __forceinline__ void st_tagged(unsigned remote, float v, unsigned tag)
 {
@@ -395,6 +399,17 @@ __device__ __forceinline__ float poll_tagged(unsigned address, unsigned tag)
   unsigned long long word;
   do {
     asm volatile("ld.relaxed.cluster.shared::cta.b64 %0, [%1];" : "=l"(word) : "r"(address) : "memory");
+  } while (static_cast<unsigned>(word >> 32) != tag);
+  return __uint_as_float(static_cast<unsigned>(word));
+}
+
+// The value in the tagged slot at `remote` (another block's shared memory)
+// once it holds round `tag`'s.
+__device__ __forceinline__ float pull_tagged(unsigned remote, unsigned tag)
+{
+  unsigned long long word;
+  do {
+    asm volatile("ld.relaxed.cluster.shared::cluster.b64 %0, [%1];" : "=l"(word) : "r"(remote) : "memory");
   } while (static_cast<unsigned>(word >> 32) != tag);
   return __uint_as_float(static_cast<unsigned>(word));
 }
@@ -433,7 +448,7 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
     for (int b = 0; b < 2; ++b)
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_address(&barriers[b])) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    if (wait != kTagged && (kind != 0 || rank < 2)) expect_bytes(smem_address(&barriers[0]), bytes);
+    if (wait < kTagged && (kind != 0 || rank < 2)) expect_bytes(smem_address(&barriers[0]), bytes);
   }
   for (int i = tid; i < 2 * 8 * kExchangeThreads; i += kExchangeThreads) (&tagged[0][0])[i] = ~0ull;
   sync_cluster();
@@ -443,6 +458,31 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
     const int b = k & 1;
     const unsigned barrier = smem_address(&barriers[b]);
     const unsigned slot = smem_address(&slots[b][0]);
+    if (wait == kPulled) {
+      // Each block's own slots: kind 0 slot 0; kind 1 slot tid (read by
+      // block tid % C); kind 2 slot tid (read by every other block).
+      const unsigned tags = smem_address(&tagged[b][0]);
+      if (kind == 0) {
+        if (tid == 0 && rank < 2) {
+          if (rank == 0) st_tagged(tags, v, k);
+          v = pull_tagged(map_rank(tags, rank ^ 1), k) + 1.0f;
+          if (rank == 1) st_tagged(tags, v, k);
+        }
+        continue;
+      }
+      st_tagged(tags + 8u * tid, v, k);
+      if (kind == 1) {
+        // The float thread rank + C (tid / C) of block tid % C stored for this block.
+        const unsigned q = tid % blocks;
+        v = pull_tagged(map_rank(tags + 8u * (rank + blocks * (tid / blocks)), q), k) + 1.0f;
+      } else {
+        float sum = 1.0f;
+        for (unsigned i = 1; i < blocks; ++i) sum += pull_tagged(map_rank(tags + 8u * tid, (rank + i) % blocks), k);
+        v = sum;
+      }
+      __syncthreads();
+      continue;
+    }
     if (wait == kTagged) {
       const unsigned tags = smem_address(&tagged[b][0]);
       if (kind == 0) {
@@ -627,7 +667,7 @@ int main(int argc, char** argv)
   // `build/probe ingress`: the weights' loads only.
   const bool ingress_only = argc > 1 && std::string(argv[1]) == "ingress";
   if (!ingress_only)
-    for (int wait : {kTryWait, kTestWait, kTagged})
+    for (int wait : {kTryWait, kTestWait, kTagged, kPulled})
       for (int kind = 0; kind < 3; ++kind)
         for (int blocks : {2, 4, 8})
           if ((kind != 0 || blocks == 2) && print_exchange(out, kind, blocks, 8, wait)) return 1;
