@@ -393,23 +393,18 @@ __device__ __forceinline__ void st_tagged(unsigned remote, float v, unsigned tag
   asm volatile("st.relaxed.cluster.shared::cluster.b64 [%0], %1;" :: "r"(remote), "l"(word) : "memory");
 }
 
-// The value in the tagged slot at `address` once it holds round `tag`'s.
+// The value in the tagged slot at `address` once it holds round `tag`'s:
+// a slot of this block's shared memory (a shared::cta address), or, with
+// kRemote, of any block's of the cluster (a shared::cluster address).
+template <bool kRemote>
 __device__ __forceinline__ float poll_tagged(unsigned address, unsigned tag)
 {
   unsigned long long word;
   do {
-    asm volatile("ld.relaxed.cluster.shared::cta.b64 %0, [%1];" : "=l"(word) : "r"(address) : "memory");
-  } while (static_cast<unsigned>(word >> 32) != tag);
-  return __uint_as_float(static_cast<unsigned>(word));
-}
-
-// The value in the tagged slot at `remote` (another block's shared memory)
-// once it holds round `tag`'s.
-__device__ __forceinline__ float pull_tagged(unsigned remote, unsigned tag)
-{
-  unsigned long long word;
-  do {
-    asm volatile("ld.relaxed.cluster.shared::cluster.b64 %0, [%1];" : "=l"(word) : "r"(remote) : "memory");
+    if (kRemote)
+      asm volatile("ld.relaxed.cluster.shared::cluster.b64 %0, [%1];" : "=l"(word) : "r"(address) : "memory");
+    else
+      asm volatile("ld.relaxed.cluster.shared::cta.b64 %0, [%1];" : "=l"(word) : "r"(address) : "memory");
   } while (static_cast<unsigned>(word >> 32) != tag);
   return __uint_as_float(static_cast<unsigned>(word));
 }
@@ -465,7 +460,7 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
       if (kind == 0) {
         if (tid == 0 && rank < 2) {
           if (rank == 0) st_tagged(tags, v, k);
-          v = pull_tagged(map_rank(tags, rank ^ 1), k) + 1.0f;
+          v = poll_tagged<true>(map_rank(tags, rank ^ 1), k) + 1.0f;
           if (rank == 1) st_tagged(tags, v, k);
         }
         continue;
@@ -474,10 +469,10 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
       if (kind == 1) {
         // The float thread rank + C (tid / C) of block tid % C stored for this block.
         const unsigned q = tid % blocks;
-        v = pull_tagged(map_rank(tags + 8u * (rank + blocks * (tid / blocks)), q), k) + 1.0f;
+        v = poll_tagged<true>(map_rank(tags + 8u * (rank + blocks * (tid / blocks)), q), k) + 1.0f;
       } else {
         float sum = 1.0f;
-        for (unsigned i = 1; i < blocks; ++i) sum += pull_tagged(map_rank(tags + 8u * tid, (rank + i) % blocks), k);
+        for (unsigned i = 1; i < blocks; ++i) sum += poll_tagged<true>(map_rank(tags + 8u * tid, (rank + i) % blocks), k);
         v = sum;
       }
       __syncthreads();
@@ -488,7 +483,7 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
       if (kind == 0) {
         if (tid == 0 && rank < 2) {
           if (rank == 0) st_tagged(map_rank(tags, 1), v, k);
-          v = poll_tagged(tags, k) + 1.0f;
+          v = poll_tagged<false>(tags, k) + 1.0f;
           if (rank == 1) st_tagged(map_rank(tags, 0), v, k);
         }
         continue;
@@ -496,14 +491,14 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) exchange(long long* out, 
       if (kind == 1) {
         const unsigned q = tid % blocks;
         st_tagged(map_rank(tags + 8u * (rank * (kExchangeThreads / blocks) + tid / blocks), q), v, k);
-        v = poll_tagged(tags + 8u * tid, k) + 1.0f;
+        v = poll_tagged<false>(tags + 8u * tid, k) + 1.0f;
       } else {
         for (unsigned i = 1; i < blocks; ++i) {
           const unsigned q = (rank + i) % blocks;
           st_tagged(map_rank(tags + 8u * (i * kExchangeThreads + tid), q), v, k);
         }
         float sum = 1.0f;
-        for (unsigned i = 1; i < blocks; ++i) sum += poll_tagged(tags + 8u * (i * kExchangeThreads + tid), k);
+        for (unsigned i = 1; i < blocks; ++i) sum += poll_tagged<false>(tags + 8u * (i * kExchangeThreads + tid), k);
         v = sum;
       }
       __syncthreads();
