@@ -37,7 +37,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu bench probe demo deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu bench probe launcher-bench demo deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -133,6 +133,18 @@ probe: $(BUILD)/probe
 $(BUILD)/probe: bench/probe.cu
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -gencode=arch=compute_90a,code=sm_90a -std=c++17 -o $@ $<
+
+# A `flowgen --host-launcher` file (or a hand-edited copy, or one that
+# bench/stamps.py instrumented: STAMPS=1) timed launch by launch:
+# `make launcher-bench LAUNCHER=k.cu` then build/launcher-bench [batch...].
+LAUNCHER_NAME = $(shell sed -n 's/^extern "C" cudaError_t \(flow_[a-z0-9_]*\)_launch.$$/\1/p' $(LAUNCHER))
+launcher-bench:
+	@test -n "$(LAUNCHER)" || { echo 'make launcher-bench: name the file: LAUNCHER=k.cu' >&2; exit 2; }
+	@test -n "$(LAUNCHER_NAME)" || { echo 'make launcher-bench: $(LAUNCHER) has no host launcher (flowgen --host-launcher)' >&2; exit 2; }
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -gencode=arch=compute_90a,code=sm_90a -std=c++17 -I$(dir $(abspath $(LAUNCHER))) \
+	  -DFLOWGEN_FILE='"$(notdir $(LAUNCHER))"' -DFLOWGEN_NAME=$(LAUNCHER_NAME) \
+	  $(if $(STAMPS),-DFLOWGEN_STAMPS) -o $(BUILD)/launcher-bench bench/launcher_bench.cu
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
