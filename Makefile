@@ -137,7 +137,7 @@ $(BUILD)/probe: bench/probe.cu
 # A `flowgen --host-launcher` file (or a hand-edited copy, or one that
 # bench/stamps.py instrumented: STAMPS=1) timed launch by launch:
 # `make launcher-bench LAUNCHER=k.cu` then build/launcher-bench [batch...].
-LAUNCHER_NAME = $(shell sed -n 's/^extern "C" cudaError_t \(flow_[a-z0-9_]*\)_launch.$$/\1/p' $(LAUNCHER))
+LAUNCHER_NAME = $(if $(LAUNCHER),$(shell sed -n 's/^extern "C" cudaError_t \(flow_[a-z0-9_]*\)_launch.$$/\1/p' $(LAUNCHER)))
 launcher-bench:
 	@test -n "$(LAUNCHER)" || { echo 'make launcher-bench: name the file: LAUNCHER=k.cu' >&2; exit 2; }
 	@test -n "$(LAUNCHER_NAME)" || { echo 'make launcher-bench: $(LAUNCHER) has no host launcher (flowgen --host-launcher)' >&2; exit 2; }

@@ -14,6 +14,9 @@
 //   build/flowgen --dim 64 --hidden 256 --steps 32 --host-launcher -o k.cu
 //   make launcher-bench LAUNCHER=k.cu      (build/launcher-bench)
 //   build/launcher-bench [batch...]        (default: 8)
+//
+// Exit status: 0; 1 when a CUDA call fails (named on stderr); 2 for a
+// batch that is not an integer from 1 to 1048576.
 #include FLOWGEN_FILE
 
 #include <algorithm>
