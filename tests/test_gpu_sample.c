@@ -837,9 +837,9 @@ static void test_cluster_layer2(void **state) {
 /* The cluster kernel with layer 3 folded into layer 1 (Euler, sm_90) at
  * the fp32 tolerance: as planned at D=64, H=128 (every count of samples a
  * cluster in fp32, 8 a cluster for one wave before rmma3 and over three
- * under rmma=0, 1 to 3 in tf32) and D=32, H=128 (one sample); forced (fold=1)
- * at D=64, H=256 with 1 to 4 samples over clusters of 4 blocks and with
- * one over 8. */
+ * under rmma=0, 1 to 3 in tf32), also over one and two steps, and D=32,
+ * H=128 (one sample); forced (fold=1) at D=64, H=256 with 1 to 4 samples
+ * over clusters of 4 blocks and with one over 8. */
 static void test_cluster_fold(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -853,6 +853,11 @@ static void test_cluster_fold(void **state) {
   check_variants_within(NULL, all_rows, 3, planned_shapes + 1, 1, 1e-6);  /* tf32: rmma_c2 from 91 */
   static const variant_shape one_row[] = {{32, 128, 6, FLOWGEN_PRECISION_FP32}};
   check_variant_within(NULL, "cluster4_r1", one_row, 1, 1e-6);
+  /* One and two steps: the end's exchange (number S) on the first phase of
+   * mbarrier 1, then on the second of mbarrier 0. */
+  static const variant_shape short_runs[] = {{64, 128, 1, FLOWGEN_PRECISION_FP32},
+                                             {64, 128, 2, FLOWGEN_PRECISION_FP32}};
+  check_variants_within(NULL, all_rows, 2, short_runs, 2, 1e-6);
   static const variant_shape forced[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32}};
   static const char *const four[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3", "cluster4_r4"};
   check_variants_within("fold=1", four, 4, forced, 1, 1e-6);
