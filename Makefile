@@ -136,15 +136,22 @@ $(BUILD)/probe: bench/probe.cu
 
 # A `flowgen --host-launcher` file (or a hand-edited copy, or one that
 # bench/stamps.py instrumented: STAMPS=1) timed launch by launch:
-# `make launcher-bench LAUNCHER=k.cu` then build/launcher-bench [batch...].
+# `make launcher-bench LAUNCHER=k.cu` then build/launcher-bench [--nvrtc]
+# [batch...] (nvcc's kernels, or NVRTC's build of the same file: the text
+# is embedded, compiled at run time by the library's flowrt_compile).
+# LAUNCHER_OUT names the program (several variants side by side).
 LAUNCHER_NAME = $(if $(LAUNCHER),$(shell sed -n 's/^extern "C" cudaError_t \(flow_[a-z0-9_]*\)_launch.$$/\1/p' $(LAUNCHER)))
-launcher-bench:
+LAUNCHER_OUT ?= $(BUILD)/launcher-bench
+launcher-bench: $(BUILD)/libflowgen.a
 	@test -n "$(LAUNCHER)" || { echo 'make launcher-bench: name the file: LAUNCHER=k.cu' >&2; exit 2; }
 	@test -n "$(LAUNCHER_NAME)" || { echo 'make launcher-bench: $(LAUNCHER) has no host launcher (flowgen --host-launcher)' >&2; exit 2; }
-	@mkdir -p $(BUILD)
-	$(NVCC) -O3 -gencode=arch=compute_90a,code=sm_90a -std=c++17 -I$(dir $(abspath $(LAUNCHER))) \
+	@mkdir -p $(dir $(LAUNCHER_OUT))
+	@{ printf 'R"flowgen_source('; cat $(LAUNCHER); printf ')flowgen_source"\n'; } > $(LAUNCHER_OUT).source
+	$(NVCC) -O3 -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Iinclude -I$(dir $(abspath $(LAUNCHER))) \
 	  -DFLOWGEN_FILE='"$(notdir $(LAUNCHER))"' -DFLOWGEN_NAME=$(LAUNCHER_NAME) \
-	  $(if $(STAMPS),-DFLOWGEN_STAMPS) -o $(BUILD)/launcher-bench bench/launcher_bench.cu
+	  -DFLOWGEN_SOURCE='"$(abspath $(LAUNCHER_OUT).source)"' \
+	  $(if $(STAMPS),-DFLOWGEN_STAMPS) -o $(LAUNCHER_OUT) bench/launcher_bench.cu $(BUILD)/libflowgen.a \
+	  -Xlinker -Bstatic -llua5.4 -ljansson -lpng16 -lz -Xlinker -Bdynamic -ldl -lm -lpthread
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
