@@ -1,8 +1,10 @@
 /* The examples build and behave as documented: examples/jit_sample (the
  * runtime through libflowgen) and examples/embed (the generated .cu in an
- * nvcc build).  Both are built once, into the build folder of the flowgen
- * under test (examples/, examples/embed/ there); the GPU runs skip
- * themselves where there is no GPU. */
+ * nvcc build); so does bench/launcher_bench.cu, another nvcc build of a
+ * generated file.  The examples are built once, into the build folder of
+ * the flowgen under test (examples/, examples/embed/ there; launcher-bench
+ * in a temporary folder); the GPU runs skip themselves where there is no
+ * GPU. */
 #include "support.h"
 
 #include "flowgen.h"
@@ -264,6 +266,58 @@ static void test_host_launcher_variants_build(void **state) {
   }
 }
 
+/* bench/launcher_bench.cu (`make launcher-bench`, the harness that times a
+ * hand-edited kernel file) builds without a warning from a --host-launcher
+ * file, and refuses a bad argument before touching the GPU (exit 2).  Not
+ * under a sanitizer build (its library is instrumented, nvcc's link is
+ * not) or valgrind. */
+static void test_launcher_bench_builds(void **state) {
+  (void)state;
+#ifdef SANITIZE_FLAGS
+  skip();
+#endif
+  if (!have_nvcc() || fg_test_under_valgrind()) skip();
+  char cu[PATH_BYTES], out_path[PATH_BYTES], vars[COMMAND_BYTES], command[COMMAND_BYTES];
+  format(cu, sizeof cu, "%s/lb_kernel.cu", fx.tmp);
+  format(out_path, sizeof out_path, "%s/lb/launcher-bench", fx.tmp);
+  format(command, sizeof command, "'%s' --dim 8 --hidden 16 --steps 2 --host-launcher -o '%s'",
+         fx.flowgen, cu);
+  if (fg_test_run(command, NULL, NULL) != 0) fail_msg("%s failed", command);
+  format(vars, sizeof vars, "launcher-bench BUILD='%s' LAUNCHER='%s' LAUNCHER_OUT='%s'", fx.build,
+         cu, out_path);
+  run_make(".", vars);
+  assert_true(is_executable(out_path));
+
+  static const struct {
+    const char *args, *needle;
+  } cases[] = {
+      {"--frobnicate", "unknown option '--frobnicate'"},
+      {"0", "batch '0' is not an integer from 1 to 1048576"},
+      {"8 x", "batch 'x'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char *out = NULL, *err = NULL;
+    format(command, sizeof command, "'%s' %s", out_path, cases[i].args);
+    int rc = fg_test_run(command, &out, &err);
+    if (rc != 2) fail_msg("%s: exit %d, expected 2\n%s", command, rc, err);
+    assert_one_line(err, "launcher-bench");
+    assert_contains(err, cases[i].needle);
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+  }
+
+  /* No file named: make says so, exit 2. */
+  char *out = NULL, *err = NULL;
+  format(command, sizeof command,
+         "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C '%s' launcher-bench BUILD='%s'",
+         fg_test_source_dir(), fx.build);
+  assert_int_equal(fg_test_run(command, &out, &err), 2);
+  assert_contains(err, "make launcher-bench: name the file: LAUNCHER=k.cu");
+  free(out);
+  free(err);
+}
+
 /* ---- jit_sample without a GPU -------------------------------------------- */
 
 static void test_jit_sample_usage_errors(void **state) {
@@ -440,6 +494,7 @@ int main(void) {
       cmocka_unit_test(test_jit_sample_builds),
       cmocka_unit_test(test_embed_builds),
       cmocka_unit_test(test_host_launcher_variants_build),
+      cmocka_unit_test(test_launcher_bench_builds),
       cmocka_unit_test(test_jit_sample_usage_errors),
       cmocka_unit_test(test_jit_sample_bad_weights),
       cmocka_unit_test(test_jit_sample_without_gpu),
