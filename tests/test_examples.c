@@ -96,6 +96,18 @@ static void assert_one_line(const char *text, const char *program) {
     fail_msg("expected one line '%s: ...', got:\n%s", program, text);
 }
 
+/* A usage error of `program args`: exit 2, one line "PROGRAM: ..." naming
+ * needle on standard error, nothing on standard output.  Frees out, err. */
+static void assert_usage_error(const char *program, const char *args, int rc, char *out,
+                               char *err, const char *needle) {
+  if (rc != 2) fail_msg("%s %s: exit %d, expected 2\n%s", program, args, rc, err);
+  assert_one_line(err, program);
+  assert_contains(err, needle);
+  assert_string_equal(out, "");
+  free(out);
+  free(err);
+}
+
 /* Runs make in a folder of the examples; fails with its output. */
 static void run_make(const char *subdir, const char *variables) {
   char cmd[COMMAND_BYTES];
@@ -299,12 +311,7 @@ static void test_launcher_bench_builds(void **state) {
     char *out = NULL, *err = NULL;
     format(command, sizeof command, "'%s' %s", out_path, cases[i].args);
     int rc = fg_test_run(command, &out, &err);
-    if (rc != 2) fail_msg("%s: exit %d, expected 2\n%s", command, rc, err);
-    assert_one_line(err, "launcher-bench");
-    assert_contains(err, cases[i].needle);
-    assert_string_equal(out, "");
-    free(out);
-    free(err);
+    assert_usage_error("launcher-bench", cases[i].args, rc, out, err, cases[i].needle);
   }
 
   /* No file named: make says so, exit 2. */
@@ -346,12 +353,7 @@ static void test_jit_sample_usage_errors(void **state) {
              *cases[i].args ? weights : "", *cases[i].args ? "' " : "");
     strncat(args, cases[i].args, sizeof args - strlen(args) - 1);
     int rc = run_jit_sample(args, &out, &err);
-    if (rc != 2) fail_msg("jit_sample %s: exit %d, expected 2\n%s", args, rc, err);
-    assert_one_line(err, "jit_sample");
-    assert_contains(err, cases[i].needle);
-    assert_string_equal(out, "");
-    free(out);
-    free(err);
+    assert_usage_error("jit_sample", args, rc, out, err, cases[i].needle);
   }
 }
 
