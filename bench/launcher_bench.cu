@@ -22,7 +22,12 @@
 //
 //   build/flowgen --dim 64 --hidden 256 --steps 32 --host-launcher -o k.cu
 //   make launcher-bench LAUNCHER=k.cu      (build/launcher-bench)
-//   build/launcher-bench [--nvrtc] [batch...]   (default: 8)
+//   build/launcher-bench [--nvrtc] [--graph] [batch...]   (default: 8)
+//
+// --graph times each launch as the replay of a CUDA graph that holds it
+// alone (captured once per input set from the launcher, as a program that
+// captures flowrt_sample would): the events then time the graph's launch
+// of the kernel, not the stream's.
 //
 // Exit status: 0; 1 when a CUDA call or the NVRTC compile fails (named on
 // stderr); 2 for a batch that is not an integer from 1 to 1048576 or an
@@ -122,14 +127,18 @@ __global__ void hold(long long cycles)
 int main(int argc, char** argv)
 {
   std::vector<long long> batches;
-  bool nvrtc = false;
+  bool nvrtc = false, graph = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--nvrtc") == 0) {
       nvrtc = true;
       continue;
     }
+    if (std::strcmp(argv[i], "--graph") == 0) {
+      graph = true;
+      continue;
+    }
     if (argv[i][0] == '-' && argv[i][1] == '-') {
-      std::fprintf(stderr, "launcher-bench: unknown option '%s' (usage: launcher-bench [--nvrtc] [batch...])\n", argv[i]);
+      std::fprintf(stderr, "launcher-bench: unknown option '%s' (usage: launcher-bench [--nvrtc] [--graph] [batch...])\n", argv[i]);
       return 2;
     }
     char* end;
@@ -199,19 +208,41 @@ int main(int argc, char** argv)
 
   for (const long long batch : batches) {
     const size_t bytes = static_cast<size_t>(batch * kDim) * sizeof(float);
+    // --graph: one graph a set, each the launch alone (the launcher run
+    // once first, so that its attributes are set outside the capture).
+    cudaGraphExec_t execs[kSets] = {};
+    if (graph) {
+      CHECK(FN(_launch)(x0, x, batch, params, stream));
+      CHECK(cudaStreamSynchronize(stream));
+      for (int k = 0; k < kSets; ++k) {
+        cudaGraph_t g;
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        const cudaError_t launched = FN(_launch)(x0 + k * batch * kDim, x, batch, params, stream);
+        CHECK(cudaStreamEndCapture(stream, &g));
+        CHECK(launched);
+        CHECK(cudaGraphInstantiate(&execs[k], g, 0));
+        CHECK(cudaGraphUpload(execs[k], stream));
+        CHECK(cudaGraphDestroy(g));
+      }
+    }
     std::vector<float> us;
     for (int i = 0; i < kWarmup + kRuns; ++i) {
       CHECK(cudaMemsetAsync(x, 0xff, bytes, stream));  // NaN
       hold<<<1, 32, 0, stream>>>(30000);
       CHECK(cudaGetLastError());
       CHECK(cudaEventRecord(start, stream));
-      CHECK(FN(_launch)(x0 + (i % kSets) * batch * kDim, x, batch, params, stream));
+      if (graph)
+        CHECK(cudaGraphLaunch(execs[i % kSets], stream));
+      else
+        CHECK(FN(_launch)(x0 + (i % kSets) * batch * kDim, x, batch, params, stream));
       CHECK(cudaEventRecord(stop, stream));
       CHECK(cudaEventSynchronize(stop));
       float ms;
       CHECK(cudaEventElapsedTime(&ms, start, stop));
       if (i >= kWarmup) us.push_back(1000.0f * ms);
     }
+    for (cudaGraphExec_t e : execs)
+      if (e) CHECK(cudaGraphExecDestroy(e));
     std::sort(us.begin(), us.end());
     std::vector<float> out(static_cast<size_t>(batch * kDim));
     CHECK(cudaMemcpy(out.data(), x, bytes, cudaMemcpyDeviceToHost));
@@ -221,8 +252,8 @@ int main(int argc, char** argv)
       if (std::isfinite(v)) checksum += v;
       else ++bad;
     }
-    std::printf("%s (%s) B=%lld: median %.2f us [%.2f, %.2f] over %d runs; checksum %.6f, %lld not finite\n",
-                FLOWGEN_FILE, nvrtc ? "NVRTC" : "nvcc", batch, us[us.size() / 2], us.front(), us.back(), kRuns, checksum, bad);
+    std::printf("%s (%s%s) B=%lld: median %.2f us [%.2f, %.2f] over %d runs; checksum %.6f, %lld not finite\n",
+                FLOWGEN_FILE, nvrtc ? "NVRTC" : "nvcc", graph ? ", graph" : "", batch, us[us.size() / 2], us.front(), us.back(), kRuns, checksum, bad);
 #ifdef FLOWGEN_STAMPS
     // Rank r, warp w, stage s of the first cluster's last run: cycles a
     // step from the stamp before, summed over steps 1 to S - 1.

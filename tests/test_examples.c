@@ -306,6 +306,7 @@ static void test_launcher_bench_builds(void **state) {
       {"--frobnicate", "unknown option '--frobnicate'"},
       {"0", "batch '0' is not an integer from 1 to 1048576"},
       {"8 x", "batch 'x'"},
+      {"--nvrtc --graph 0", "batch '0' is not an integer from 1 to 1048576"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char *out = NULL, *err = NULL;
