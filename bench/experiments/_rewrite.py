@@ -1,0 +1,33 @@
+"""The cluster4_r1 kernel of a `flowgen --host-launcher` file, for the
+rewrite scripts beside this one: load(path) gives the text before the
+kernel, the kernel (to its strategy's end) and the text after it; rep()
+replaces a piece that must occur exactly `count` times."""
+import sys
+
+
+def load(path):
+    s = open(path).read()
+    try:
+        a = s.index('_fp32_cluster4_r1(const float* x0')
+        b = s.index('// ---- strategy "cluster4_r2"')
+    except ValueError:
+        sys.exit(f'{path}: no fp32 cluster4_r1 kernel followed by cluster4_r2 '
+                 '(flowgen --tune rows=1 ... --host-launcher, fp32)')
+    for need in ('constexpr int kRows = 1;', 'constexpr int kThreads = 256;', 'constexpr int kOwn = 64;'):
+        if need not in s[:a]:
+            sys.exit(f'{path}: the rewrite expects {need!r} (D=64, H=256)')
+    return s[:a], s[a:b], s[b:]
+
+
+def rep(kernel, old, new, count=1):
+    n = kernel.count(old)
+    if n != count:
+        sys.exit(f'expected {count} of {old[:60]!r}..., found {n}')
+    return kernel.replace(old, new)
+
+
+def main(rewrite):
+    if len(sys.argv) != 3:
+        sys.exit(f'usage: {sys.argv[0]} in.cu out.cu')
+    before, kernel, after = load(sys.argv[1])
+    open(sys.argv[2], 'w').write(before + rewrite(kernel) + after)
