@@ -568,7 +568,8 @@ static int print_exchange(long long* out, int kind, int blocks, int clusters, in
 // float4s a thread, 147,456 bytes a block of 256 threads.  Cycles from a
 // block's start until every thread holds its own (summed, so that no load
 // is dead), 8 clusters of 4 blocks, each rank its own copy (as the
-// kernel), by:
+// kernel; then, float4 loads only, 1 cluster, and 8 clusters each with
+// its own copy: whether SMs reading the same lines slow each other), by:
 //   kind 0  float4 loads (ld.global.nc), all issued before the first use,
 //           each thread its own (the kernel's form);
 //   kind 1  bulk copies (cp.async.bulk, global to shared, 9 of 16 KB by
@@ -579,14 +580,17 @@ static int print_exchange(long long* out, int kind, int blocks, int clusters, in
 constexpr int kIngressThreads = 256, kIngressFloat4s = 36, kIngressChunks = 9;
 constexpr unsigned kIngressBytes = 16u * kIngressFloat4s * kIngressThreads;
 
-__global__ void __launch_bounds__(kIngressThreads, 1) ingress(const float4* __restrict__ w, long long* out, int kind)
+__global__ void __launch_bounds__(kIngressThreads, 1) ingress(const float4* __restrict__ w, long long* out, int kind,
+                                                              bool copies)
 {
   extern __shared__ float4 stage[];  // kind 1
   __shared__ __align__(8) unsigned long long bar;
-  unsigned rank;
+  unsigned rank, cluster;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(cluster));
   const int tid = threadIdx.x;
-  const float4* block_w = w + static_cast<size_t>(rank) * kIngressFloat4s * kIngressThreads;
+  const unsigned copy = copies ? 4 * cluster + rank : rank;
+  const float4* block_w = w + static_cast<size_t>(copy) * kIngressFloat4s * kIngressThreads;
   const long long c0 = clock64();
   float4 v[kIngressFloat4s];
   if (kind == 0) {
@@ -620,11 +624,14 @@ __global__ void __launch_bounds__(kIngressThreads, 1) ingress(const float4* __re
 }
 
 // The slowest block's cycles for `ingress` of `kind`, warm and cold,
-// median of 11 launches each.
-static int print_ingress(long long* out, const float4* w, char* flush, size_t flush_bytes, int kind)
+// median of 11 launches each, over `clusters` clusters of 4 (at most 8);
+// `copies`: each cluster reads its own copy of the weights (w holds 8),
+// so that no two SMs read the same line.
+static int print_ingress(long long* out, const float4* w, char* flush, size_t flush_bytes, int kind, int clusters,
+                         bool copies)
 {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(32);
+  config.gridDim = dim3(4 * clusters);
   config.blockDim = dim3(kIngressThreads);
   config.dynamicSmemBytes = kind == 1 ? kIngressBytes : 0;
   cudaLaunchAttribute attribute[1];
@@ -639,15 +646,16 @@ static int print_ingress(long long* out, const float4* w, char* flush, size_t fl
     std::vector<long long> slowest;
     for (int i = 0; i < 11; ++i) {
       if (cold) CHECK(cudaMemset(flush, i, flush_bytes));
-      else CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind));  // warms L2
-      CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind));
+      else CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind, copies));  // warms L2
+      CHECK(cudaLaunchKernelEx(&config, ingress, w, out, kind, copies));
       CHECK(cudaDeviceSynchronize());
-      slowest.push_back(*std::max_element(out, out + 32));
+      slowest.push_back(*std::max_element(out, out + 4 * clusters));
     }
     std::sort(slowest.begin(), slowest.end());
-    std::printf("weights into a block (%u bytes, 256 threads, 8 clusters of 4), %s, %s: %lld cycles "
+    std::printf("weights into a block (%u bytes, 256 threads, %d cluster%s of 4%s), %s, %s: %lld cycles "
                 "(the slowest block; median of 11), %.1f bytes a cycle\n",
-                kIngressBytes, kind == 0 ? "float4 loads" : "bulk copies to shared, then shared loads",
+                kIngressBytes, clusters, clusters == 1 ? "" : "s", copies ? ", a copy a cluster" : "",
+                kind == 0 ? "float4 loads" : "bulk copies to shared, then shared loads",
                 cold ? "cold" : "warm", slowest[5], static_cast<double>(kIngressBytes) / slowest[5]);
   }
   return 0;
@@ -671,10 +679,12 @@ int main(int argc, char** argv)
     float4* w = nullptr;
     char* flush = nullptr;
     const size_t flush_bytes = size_t(256) << 20;
-    CHECK(cudaMalloc(&w, 4 * size_t(kIngressBytes)));
-    CHECK(cudaMemset(w, 0x3f, 4 * size_t(kIngressBytes)));  // floats of 0.747
+    CHECK(cudaMalloc(&w, 32 * size_t(kIngressBytes)));  // 8 copies of a cluster's
+    CHECK(cudaMemset(w, 0x3f, 32 * size_t(kIngressBytes)));  // floats of 0.747
     CHECK(cudaMalloc(&flush, flush_bytes));
-    if (print_ingress(out, w, flush, flush_bytes, 0) || print_ingress(out, w, flush, flush_bytes, 1)) return 1;
+    if (print_ingress(out, w, flush, flush_bytes, 0, 8, false) || print_ingress(out, w, flush, flush_bytes, 1, 8, false) ||
+        print_ingress(out, w, flush, flush_bytes, 0, 1, false) || print_ingress(out, w, flush, flush_bytes, 0, 8, true))
+      return 1;
     CHECK(cudaFree(flush));
     CHECK(cudaFree(w));
   }
