@@ -1,7 +1,7 @@
 """The cluster4_r1 kernel of a `flowgen --host-launcher` file, for the
 rewrite scripts beside this one: load(path) gives the text before the
-kernel, the kernel (to its strategy's end) and the text after it; rep()
-replaces a piece that must occur exactly `count` times."""
+kernel, the kernel (to the next strategy's section) and the text after
+it; rep() replaces a piece that must occur exactly `count` times."""
 import sys
 
 
@@ -9,10 +9,10 @@ def load(path):
     s = open(path).read()
     try:
         a = s.index('_fp32_cluster4_r1(const float* x0')
-        b = s.index('// ---- strategy "cluster4_r2"')
+        b = s.index('// ---- strategy "', a)
     except ValueError:
-        sys.exit(f'{path}: no fp32 cluster4_r1 kernel followed by cluster4_r2 '
-                 '(flowgen --tune rows=1 ... --host-launcher, fp32)')
+        sys.exit(f'{path}: no fp32 cluster4_r1 kernel followed by another strategy '
+                 '(flowgen --dim 64 --hidden 256 ... --host-launcher)')
     for need in ('constexpr int kRows = 1;', 'constexpr int kThreads = 256;', 'constexpr int kOwn = 64;'):
         if need not in s[:a]:
             sys.exit(f'{path}: the rewrite expects {need!r} (D=64, H=256)')
