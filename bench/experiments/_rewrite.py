@@ -1,7 +1,7 @@
 """The cluster4_r1 kernel of a `flowgen --host-launcher` file, for the
 rewrite scripts beside this one: load(path) gives the text before the
 kernel, the kernel (to the next strategy's section) and the text after
-it; rep() replaces a piece that must occur exactly `count` times."""
+it; rep() replaces a piece that must occur exactly once."""
 import sys
 
 
@@ -19,10 +19,10 @@ def load(path):
     return s[:a], s[a:b], s[b:]
 
 
-def rep(kernel, old, new, count=1):
+def rep(kernel, old, new):
     n = kernel.count(old)
-    if n != count:
-        sys.exit(f'expected {count} of {old[:60]!r}..., found {n}')
+    if n != 1:
+        sys.exit(f'expected one {old[:60]!r}..., found {n}')
     return kernel.replace(old, new)
 
 
