@@ -1,7 +1,8 @@
 """The cluster4_r1 kernel of a `flowgen --host-launcher` file, for the
 rewrite scripts beside this one: load(path) gives the text before the
 kernel, the kernel (to the next strategy's section) and the text after
-it; rep() replaces a piece that must occur exactly once."""
+it; rep() replaces a piece that must occur exactly once, splice() the
+text from one piece up to another."""
 import sys
 
 
@@ -24,6 +25,16 @@ def rep(kernel, old, new):
     if n != 1:
         sys.exit(f'expected one {old[:60]!r}..., found {n}')
     return kernel.replace(old, new)
+
+
+def splice(kernel, start, end, new):
+    """kernel with the text from `start` (included) up to `end` (kept) replaced by new."""
+    try:
+        i0 = kernel.index(start)
+        i1 = kernel.index(end, i0)
+    except ValueError:
+        sys.exit(f'expected {start[:60]!r}... followed by {end[:60]!r}...')
+    return kernel[:i0] + new + kernel[i1:]
 
 
 def main(rewrite):

@@ -19,7 +19,7 @@ the transposed W2 (read its step, not its fixed cost).
 import re
 import sys
 
-from _rewrite import main, rep
+from _rewrite import main, rep, splice
 
 
 def rewrite(k):
@@ -39,9 +39,8 @@ def rewrite(k):
     k = rep(k, '  const float b2 = params[k_b2 + static_cast<int>(rank) * kOwn + tid % kOwn];  // kThreads % kOwn == 0\n'
                '  const float nb2 = kNegLog2e * b2;  // for silu_u\n',
             '  const float b2 = params[k_b2 + o2 + (j2 & 1)], nb2 = kNegLog2e * b2;\n')
-    i0 = k.index('    __syncwarp();  // layer 2 reads only this warp')
-    i1 = k.index('    // Layer 3 folded' if fold else '    // Layer 3 partial, then sent')
-    k = k[:i0] + '''    __syncthreads();  // h1, every unit
+    k = splice(k, '    __syncwarp();  // layer 2 reads only this warp',
+               '    // Layer 3 folded' if fold else '    // Layer 3 partial, then sent', '''    __syncthreads();  // h1, every unit
     {
       float part[2][2] = {};
 #pragma unroll
@@ -63,12 +62,12 @@ def rewrite(k):
     }
     __syncthreads();
 
-''' + k[i1:]
+''')
     if fold:
-        k = rep(k, '''    h2[e] = sum2[e0 / kThreads];
-  }''', '''    (void)e;
-  }
-  if (j2 < 2) h2[warp * 8 + 2 * g2 + j2] = sum2[0];''')
+        # x at the end: the own units' sums of h2 from the lanes that hold them
+        k = splice(k, '#pragma unroll\n  for (int e0 = 0; e0 < kRows * kOwn; e0 += kThreads) {  // a constant trip count',
+                   '  __syncthreads();\n  {\n    float acc[kRows];',
+                   '  if (j2 < 2) h2[warp * 8 + 2 * g2 + j2] = sum2[0];\n')
     return k
 
 

@@ -10,7 +10,7 @@ from the transposed W2 (read its step, not its fixed cost).
 
   python3 bench/experiments/layer2_whole.py k.cu k_l2w.cu
 """
-from _rewrite import main, rep
+from _rewrite import main, rep, splice
 
 
 def rewrite(k):
@@ -22,9 +22,7 @@ def rewrite(k):
 #pragma unroll
     for (int q = 0; q < 4; ++q) w2v[4 * c + q] = params[k_w2t + (4 * (j2 + 4 * c) + q) * kHidden + o2];
   const float b2v = params[k_b2 + o2], nb2v = kNegLog2e * b2v;''')
-    i0 = k.index('    __syncwarp();  // layer 2 reads only this warp')
-    i1 = k.index('    // Layer 3 partial, then sent')
-    k = k[:i0] + '''    __syncthreads();  // h1, every unit
+    k = splice(k, '    __syncwarp();  // layer 2 reads only this warp', '    // Layer 3 partial, then sent', '''    __syncthreads();  // h1, every unit
     {
       float part[2] = {};
 #pragma unroll
@@ -37,7 +35,7 @@ def rewrite(k):
     }
     __syncthreads();
 
-''' + k[i1:]
+''')
     return rep(k, '  const float b2 = params[k_b2 + static_cast<int>(rank) * kOwn + tid % kOwn];  // kThreads % kOwn == 0\n'
                '  const float nb2 = kNegLog2e * b2;  // for silu_u\n', '')
 

@@ -9,7 +9,7 @@ before layer 3 goes.
 
   python3 bench/experiments/sum_every_warp.py k.cu k_sew.cu
 """
-from _rewrite import main, rep
+from _rewrite import main, rep, splice
 
 
 def rewrite(k):
@@ -19,10 +19,8 @@ def rewrite(k):
                '  const float nb2 = kNegLog2e * b2;  // for silu_u\n',
             '  const float2 b2 = *reinterpret_cast<const float2*>(&params[k_b2 + static_cast<int>(rank) * kOwn + 2 * lane]);\n'
             '  const float nb2x = kNegLog2e * b2.x, nb2y = kNegLog2e * b2.y;  // for silu_u\n')
-    i0 = k.index('    for (int e0 = 0; e0 < kRows * kOwn; e0 += kThreads) {  // a constant trip count')
-    i0 = k.rindex('#pragma unroll', 0, i0)
-    i1 = k.index('    // Layer 3 partial, then sent')
-    k = k[:i0] + '''    {
+    k = splice(k, '#pragma unroll\n    for (int e0 = 0; e0 < kRows * kOwn; e0 += kThreads) {  // a constant trip count',
+               '    // Layer 3 partial, then sent', '''    {
       float2 s[4], hv;  // units 2 lane and 2 lane + 1, chains started by a warp's partials
 #pragma unroll
       for (int w = 0; w < 4; ++w) s[w] = *reinterpret_cast<const float2*>(&p2[w * kOwn + 2 * lane]);
@@ -39,7 +37,7 @@ def rewrite(k):
     }
     __syncwarp();  // layer 3 reads this warp's copy of h2
 
-''' + k[i1:]
+''')
     return rep(k, 'partial_dot<kOwn, kLanes3, kOwn>(w3, h2, lane3, acc);',
                'partial_dot<kOwn, kLanes3, kOwn>(w3, h2w[warp], lane3, acc);')
 
