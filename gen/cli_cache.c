@@ -6,7 +6,7 @@
 static const char cache_usage[] =
     "usage: flowgen cache dir           print the cache folder in effect\n"
     "       flowgen cache list          list the entries (file, size, target, state)\n"
-    "       flowgen cache clear         remove every entry\n"
+    "       flowgen cache clear         remove every entry (files with flowgen's header)\n"
     "       flowgen cache warm [--arch sm_XY] [kernel options]\n"
     "                                   compile a kernel into the cache (no GPU needed)\n"
     "\n"
@@ -29,8 +29,10 @@ static void print_entry(void *ctx, const flowrt_cache_entry *e) {
   char target[32], source[48];
   key_field(e->key, "target=", target, sizeof target);
   key_field(e->key, "source-xxh3-128=", source, sizeof source);
-  printf("%s  %10llu  %-8s  %s  %s\n", e->file, (unsigned long long)e->payload_size,
+  printf("%s  %10llu  %-8s  %s  %s", e->file, (unsigned long long)e->payload_size,
          target, e->valid ? "valid  " : "INVALID", source);
+  if (!e->valid) printf("  (%s)", e->problem ? e->problem : "invalid");
+  putchar('\n');
   ++*(int *)ctx;
 }
 

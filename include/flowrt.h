@@ -147,14 +147,18 @@ typedef struct flowrt_cache_entry {
   const char *key;       /* the full key (source hash, options, arch, NVRTC) */
   uint64_t payload_size; /* bytes of cubin / PTX */
   bool valid;            /* header, key and checksum check out */
+  const char *problem;   /* why it is not valid ("not a regular file (a
+                            FIFO)", "checksum mismatch"); NULL if valid */
 } flowrt_cache_entry;
 
 typedef void (*flowrt_cache_visit_fn)(void *ctx, const flowrt_cache_entry *e);
-/* Visits every entry of dir (NULL = the folder in effect), sorted by name;
- * one that cannot be read is visited as invalid. */
+/* Visits every file of dir (NULL = the folder in effect) named like an
+ * entry ("*.fgc"), sorted by name; one that is not a sound entry (a FIFO, a
+ * link, a file that cannot be read) is visited as invalid. */
 flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
                                  void *ctx, flowgen_error *err);
-/* Removes every cache entry (and stale temporary file) from dir. */
+/* Removes from dir the files that begin with a cache entry's header and the
+ * temporary files of puts abandoned for a minute; nothing else. */
 flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
                                   flowgen_error *err);
 /* Compiles spec for sm_<arch> into the disk cache without a GPU. */

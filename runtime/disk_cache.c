@@ -234,6 +234,41 @@ static ssize_t read_fully(int fd, void *buf, size_t size) {
   return (ssize_t)done;
 }
 
+/* Why a file of this type cannot be an entry. */
+static const char *not_regular(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link (not followed)";
+  if (S_ISDIR(mode)) return "not a regular file (a folder)";
+  if (S_ISFIFO(mode)) return "not a regular file (a FIFO)";
+  if (S_ISSOCK(mode)) return "not a regular file (a socket)";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "not a regular file (a device)";
+  return "not a regular file";
+}
+
+/* Opens the entry at path for reading.  Only a regular file is opened: a
+ * device's open can act (a tape rewinds), a FIFO's can wait for a writer,
+ * and a link may lead anywhere; the flags hold should it be swapped in
+ * between (read_entry checks the opened file again).  *fd is -1 when the
+ * entry is missing, or when *problem says why it is no entry. */
+static flowgen_status open_entry(const char *path, int *fd,
+                                 const char **problem, flowgen_error *err) {
+  *fd = -1;
+  *problem = NULL;
+  struct stat info;
+  if (lstat(path, &info) != 0)
+    return errno == ENOENT ? FLOWGEN_OK : io_error(err, "cannot open", path);
+  if (!S_ISREG(info.st_mode)) {
+    *problem = not_regular(info.st_mode);
+    return FLOWGEN_OK;
+  }
+  *fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (*fd >= 0 || errno == ENOENT) return FLOWGEN_OK;
+  if (errno == ELOOP) {
+    *problem = not_regular(S_IFLNK);
+    return FLOWGEN_OK;
+  }
+  return io_error(err, "cannot open", path);
+}
+
 typedef struct entry {
   char *key;             /* NUL-terminated; NULL if not read */
   void *payload;         /* NULL unless asked for and valid */
@@ -317,16 +352,21 @@ static flowgen_status read_entry(int fd, const char *path,
   struct stat info;
   if (fstat(fd, &info) != 0) return io_error(err, "cannot stat", path);
   if (!S_ISREG(info.st_mode)) {
-    *problem = "not a regular file";
+    *problem = not_regular(info.st_mode);
     return FLOWGEN_OK;
   }
   unsigned char raw[FG_CACHE_HEADER_SIZE];
   ssize_t got = read_fully(fd, raw, sizeof raw);
   if (got < 0) return io_error(err, "cannot read", path);
   entry_header header;
-  *problem = (size_t)got < sizeof raw
-                 ? "truncated"
-                 : decode_header(raw, (uint64_t)info.st_size, &header);
+  /* A short file is a truncated entry only if it begins as one. */
+  size_t magic_seen = (size_t)got < 8 ? (size_t)got : 8;
+  if (memcmp(raw, FG_CACHE_MAGIC, magic_seen) != 0)
+    *problem = "not a flowgen cache entry (bad magic)";
+  else if ((size_t)got < sizeof raw)
+    *problem = "truncated";
+  else
+    *problem = decode_header(raw, (uint64_t)info.st_size, &header);
   if (*problem) return FLOWGEN_OK;
   e->payload_size = header.payload_size;
   flowgen_status status = read_key(fd, path, header.key_size, e, problem, err);
@@ -351,16 +391,19 @@ flowgen_status fg_cache_get(const char *dir, const char *key,
   if (status == FLOWGEN_OK)
     status = entry_path(dir, key, path, sizeof path, err);
   if (status != FLOWGEN_OK) return status;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  int fd;
+  const char *problem;
+  status = open_entry(path, &fd, &problem, err);
+  if (status == FLOWGEN_OK && fd < 0 && !problem) {
     fg_error_clear(err);
     return FLOWGEN_OK;
   }
-  if (fd < 0) return io_error(err, "cannot open", path);
-  entry e;
-  const char *problem;
-  status = read_entry(fd, path, key, true, &e, &problem, err);
-  close(fd);
+  if (status != FLOWGEN_OK) return status;
+  entry e = {0};
+  if (fd >= 0) {
+    status = read_entry(fd, path, key, true, &e, &problem, err);
+    close(fd);
+  }
   if (status == FLOWGEN_OK && problem) {
     *result = FG_CACHE_INVALID;
     fg_fail(err, FLOWGEN_OK, "%s: %s", path, problem);
@@ -442,6 +485,15 @@ flowgen_status fg_cache_put(const char *dir, const char *key,
   flowgen_status status = check_put(dir, key, payload, size, err);
   if (status == FLOWGEN_OK)
     status = entry_path(dir, key, path, sizeof path, err);
+  /* A rename would unlink a FIFO, device or socket that someone put at
+   * the entry's path: leave it (rename itself fails on a folder, and
+   * replaces a link, not what it points to). */
+  struct stat info;
+  if (status == FLOWGEN_OK && lstat(path, &info) == 0 &&
+      !S_ISREG(info.st_mode) && !S_ISLNK(info.st_mode) &&
+      !S_ISDIR(info.st_mode))
+    status = fg_fail(err, FLOWGEN_IO, "cannot store %s: %s, left as it is",
+                     path, not_regular(info.st_mode));
   if (status == FLOWGEN_OK)
     status = create_temp(dir, temp, sizeof temp, &fd, err);
   if (status != FLOWGEN_OK) return status;
@@ -489,21 +541,18 @@ static bool is_entry_name(const char *name) {
          strcmp(name + length - suffix, FG_CACHE_SUFFIX) == 0;
 }
 
+/* As mkstemp names them: the prefix and six characters. */
 static bool is_temp_name(const char *name) {
-  return strncmp(name, FG_CACHE_TEMP_PREFIX, strlen(FG_CACHE_TEMP_PREFIX)) == 0;
+  size_t prefix = strlen(FG_CACHE_TEMP_PREFIX);
+  return strncmp(name, FG_CACHE_TEMP_PREFIX, prefix) == 0 &&
+         strlen(name) == prefix + 6;
 }
 
 static bool is_cache_file_name(const char *name) {
   return is_entry_name(name) || is_temp_name(name);
 }
 
-static bool is_regular_file(DIR *d, const char *name) {
-  struct stat info;
-  return fstatat(dirfd(d), name, &info, AT_SYMLINK_NOFOLLOW) == 0 &&
-         S_ISREG(info.st_mode);
-}
-
-/* The sorted names of dir's regular files that keep accepts; a missing
+/* The sorted names in dir that keep accepts, files of any type; a missing
  * folder has none. */
 static flowgen_status list_files(const char *dir, bool (*keep)(const char *),
                                  name_list *out, flowgen_error *err) {
@@ -514,7 +563,7 @@ static flowgen_status list_files(const char *dir, bool (*keep)(const char *),
   flowgen_status status = FLOWGEN_OK;
   struct dirent *item;
   while (errno = 0, (item = readdir(d)) != NULL) {
-    if (!keep(item->d_name) || !is_regular_file(d, item->d_name)) continue;
+    if (!keep(item->d_name)) continue;
     if (!name_list_push(out, item->d_name)) {
       status = fg_fail(err, FLOWGEN_NOMEM, "listing %s", dir);
       break;
@@ -536,27 +585,32 @@ static flowgen_status visit_entry(const char *dir, const char *name,
                                   flowgen_error *err) {
   char path[PATH_MAX];
   if (join_path(path, sizeof path, dir, name, NULL) != FLOWGEN_OK) return FLOWGEN_OK;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) return FLOWGEN_OK; /* removed since it was listed */
+  int fd;
+  const char *problem;
+  flowgen_error read_err;
   entry e = {0};
-  const char *problem = "cannot be read";
+  flowgen_status status = open_entry(path, &fd, &problem, &read_err);
+  if (status == FLOWGEN_OK && fd < 0 && !problem)
+    return FLOWGEN_OK; /* removed since it was listed */
   if (fd >= 0) {
-    flowgen_error read_err;
-    flowgen_status status = read_entry(fd, path, NULL, false, &e, &problem, &read_err);
+    status = read_entry(fd, path, NULL, false, &e, &problem, &read_err);
     close(fd);
-    if (status == FLOWGEN_NOMEM) {
-      entry_free(&e);
-      return fg_fail(err, FLOWGEN_NOMEM, "%s", read_err.message);
-    }
-    if (status != FLOWGEN_OK) problem = "cannot be read";
   }
+  if (status == FLOWGEN_NOMEM) {
+    entry_free(&e);
+    return fg_fail(err, FLOWGEN_NOMEM, "%s", read_err.message);
+  }
+  if (status != FLOWGEN_OK) problem = "cannot be read";
   char expected_name[FG_CACHE_FILE_NAME_SIZE] = "";
   if (!problem) fg_cache_file_name(e.key, expected_name);
+  if (!problem && strcmp(name, expected_name) != 0)
+    problem = "the file name does not match its key";
   flowrt_cache_entry listed = {
       .file = name,
       .key = e.key ? e.key : "",
       .payload_size = e.payload_size,
-      .valid = !problem && strcmp(name, expected_name) == 0,
+      .valid = !problem,
+      .problem = problem,
   };
   visit(ctx, &listed);
   entry_free(&e);
@@ -579,10 +633,24 @@ flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
   return status;
 }
 
-static bool is_stale(const char *path, time_t now) {
+/* Whether the file at path is ours to remove: a regular file that begins
+ * with the entry magic (read as an entry is), or a temporary file of a put
+ * that is old enough to have been abandoned. */
+static bool is_removable(const char *path, const char *name, time_t now) {
   struct stat info;
-  return lstat(path, &info) == 0 &&
-         now - info.st_mtime >= FG_CACHE_TEMP_STALE_SECONDS;
+  if (is_temp_name(name))
+    return lstat(path, &info) == 0 && S_ISREG(info.st_mode) &&
+           now - info.st_mtime >= FG_CACHE_TEMP_STALE_SECONDS;
+  int fd;
+  const char *problem;
+  if (open_entry(path, &fd, &problem, NULL) != FLOWGEN_OK || fd < 0)
+    return false;
+  unsigned char magic[8];
+  bool ours = fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+              read_fully(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
+              memcmp(magic, FG_CACHE_MAGIC, sizeof magic) == 0;
+  close(fd);
+  return ours;
 }
 
 static flowgen_status remove_cache_file(const char *dir, const char *name,
@@ -590,8 +658,7 @@ static flowgen_status remove_cache_file(const char *dir, const char *name,
                                         flowgen_error *err) {
   char path[PATH_MAX];
   flowgen_status status = join_path(path, sizeof path, dir, name, err);
-  if (status != FLOWGEN_OK) return status;
-  if (is_temp_name(name) && !is_stale(path, now)) return FLOWGEN_OK;
+  if (status != FLOWGEN_OK || !is_removable(path, name, now)) return status;
   if (unlink(path) != 0)
     return errno == ENOENT ? FLOWGEN_OK : io_error(err, "cannot remove", path);
   ++*removed;

@@ -13,7 +13,8 @@
  *
  * An entry is used only if every field checks out and the stored key is the
  * requested one; anything else is reported as invalid and is replaced by the
- * next put.  Not installed.
+ * next put.  Entries are opened without following a link or waiting on a
+ * FIFO, and only when they are regular files.  Not installed.
  */
 #ifndef FLOWGEN_DISK_CACHE_H
 #define FLOWGEN_DISK_CACHE_H
@@ -78,8 +79,10 @@ FG_HIDDEN flowgen_status fg_cache_get(const char *dir, const char *key,
                                       size_t *size, flowgen_error *err);
 
 /* Stores payload under key in dir (created if missing), replacing any entry
- * atomically: readers see the old entry or the new one, never a part.  On
- * failure nothing is left behind and the error names the path. */
+ * atomically: readers see the old entry or the new one, never a part.  A
+ * link at the entry's path is replaced (not followed); a FIFO, device,
+ * socket or folder there is left as it is and the put fails.  On failure
+ * nothing is left behind and the error names the path. */
 FG_HIDDEN flowgen_status fg_cache_put(const char *dir, const char *key,
                                       const void *payload, size_t size,
                                       flowgen_error *err);

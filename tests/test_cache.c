@@ -8,11 +8,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ctype.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -533,6 +538,7 @@ typedef struct listed_entry {
   char key[128];
   uint64_t payload_size;
   bool valid;
+  char problem[64];
 } listed_entry;
 
 typedef struct listing {
@@ -548,6 +554,15 @@ static void collect(void *ctx, const flowrt_cache_entry *e) {
   snprintf(out->key, sizeof out->key, "%s", e->key);
   out->payload_size = e->payload_size;
   out->valid = e->valid;
+  assert_true(e->valid == (e->problem == NULL));
+  snprintf(out->problem, sizeof out->problem, "%s", e->problem ? e->problem : "");
+}
+
+static const listed_entry *find_listed_file(const listing *list, const char *file) {
+  for (int i = 0; i < list->count; ++i)
+    if (strcmp(list->entries[i].file, file) == 0) return &list->entries[i];
+  fail_msg("%s not listed", file);
+  return NULL;
 }
 
 static const listed_entry *find_listed(const listing *list, const char *key) {
@@ -610,7 +625,7 @@ static void test_clear_removes_only_cache_files(void **state) {
   put_pattern(dir, "beta", 20, 2);
   char path[PATH_SIZE];
   entry_file(path, dir, "beta");
-  assert_int_equal(truncate(path, 5), 0);
+  assert_int_equal(truncate(path, 20), 0); /* the magic stays: ours */
   make_temp_file(dir, ".tmp-stale1", 3600);
   make_temp_file(dir, ".tmp-fresh1", 0);
   fg_test_path_join(path, dir, "README");
@@ -633,7 +648,9 @@ static void test_clear_removes_only_cache_files(void **state) {
   assert_true(fg_test_file_exists(path));
   listing list = {0};
   assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
-  assert_int_equal(list.count, 0);
+  assert_int_equal(list.count, 1); /* folder.fgc, as invalid */
+  assert_string_equal(list.entries[0].file, "folder.fgc");
+  assert_false(list.entries[0].valid);
   assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
   assert_int_equal(removed, 0);
 }
@@ -658,6 +675,184 @@ static void test_list_and_clear_default_and_missing_folder(void **state) {
   assert_int_equal(flowrt_cache_clear(NULL, &removed, &err), FLOWGEN_OK);
   assert_int_equal(removed, 1);
   assert_miss(cache, "alpha");
+}
+
+/* ---- files that are not entries ----------------------------------------- */
+
+/* A call that waits on a FIFO would hang the test: end it with a message. */
+static void on_alarm(int signal_number) {
+  (void)signal_number;
+  static const char message[] = "timed out: a cache call waited (on a FIFO?)\n";
+  if (write(STDERR_FILENO, message, sizeof message - 1) < 0) _exit(1);
+  _exit(1);
+}
+
+static void begin_hang_guard(void) {
+  signal(SIGALRM, on_alarm);
+  alarm(10);
+}
+
+static void end_hang_guard(void) {
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+}
+
+static mode_t file_type(const char *path) {
+  struct stat info;
+  assert_int_equal(lstat(path, &info), 0);
+  return info.st_mode & S_IFMT;
+}
+
+/* A FIFO, a socket or a device node at path; false (with a note) where this
+ * user cannot make one. */
+static bool make_node(const char *path, mode_t type) {
+  if (type == S_IFIFO) return mkfifo(path, 0600) == 0;
+  if (type == S_IFCHR) {
+    if (mknod(path, S_IFCHR | 0600, makedev(1, 3)) == 0) return true; /* as /dev/null */
+    print_message("# no device node: %s (needs root)\n", strerror(errno));
+    return false;
+  }
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  assert_true(strlen(path) < sizeof address.sun_path);
+  strcpy(address.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  bool made = bind(fd, (struct sockaddr *)&address, sizeof address) == 0;
+  close(fd);
+  return made;
+}
+
+/* A FIFO (today's hang), a socket or a device at an entry's path: get calls
+ * it invalid without opening it, put leaves it and says so, list shows it
+ * as invalid and clear leaves it. */
+static void test_node_at_entry_path_is_no_entry(void **state) {
+  const char *dir = *state;
+  const struct {
+    mode_t type;
+    const char *why;
+  } nodes[] = {{S_IFIFO, "(a FIFO)"}, {S_IFSOCK, "(a socket)"}, {S_IFCHR, "(a device)"}};
+  char path[PATH_SIZE];
+  entry_file(path, dir, sample_key);
+  begin_hang_guard();
+  for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; ++i) {
+    if (!make_node(path, nodes[i].type)) continue;
+    assert_invalid(dir, sample_key, nodes[i].why);
+    assert_invalid(dir, sample_key, "not a regular file");
+
+    flowgen_error err;
+    assert_int_equal(fg_cache_put(dir, sample_key, "x", 1, &err), FLOWGEN_IO);
+    if (!strstr(err.message, path) || !strstr(err.message, nodes[i].why) ||
+        !strstr(err.message, "left as it is"))
+      fail_msg("unexpected message: %s", err.message);
+    assert_int_equal(file_type(path), nodes[i].type);
+    assert_int_equal(count_files(dir, FG_CACHE_TEMP_PREFIX, NULL), 0);
+
+    listing list = {0};
+    assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
+    assert_int_equal(list.count, 1);
+    const listed_entry *listed = find_listed(&list, sample_key);
+    assert_false(listed->valid);
+    assert_non_null(strstr(listed->problem, nodes[i].why));
+    size_t removed = 9;
+    assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(file_type(path), nodes[i].type);
+    assert_int_equal(unlink(path), 0);
+  }
+  end_hang_guard();
+  /* Gone: the key works again. */
+  put_pattern(dir, sample_key, 30, 1);
+  assert_hit_pattern(dir, sample_key, 30, 1);
+}
+
+/* A link at an entry's path is not followed, even to a sound entry of the
+ * same key; a put replaces the link, not what it points to. */
+static void test_link_at_entry_path_is_not_followed(void **state) {
+  char cache[PATH_SIZE], outside[PATH_SIZE], target[PATH_SIZE], path[PATH_SIZE];
+  fg_test_path_join(cache, *state, "cache");
+  fg_test_path_join(outside, *state, "outside");
+  put_pattern(outside, sample_key, 100, 1);
+  entry_file(target, outside, sample_key);
+  entry_file(path, cache, sample_key);
+  assert_int_equal(mkdir(cache, 0700), 0);
+  assert_int_equal(symlink(target, path), 0);
+
+  assert_invalid(cache, sample_key, "symbolic link");
+  listing list = {0};
+  flowgen_error err;
+  assert_int_equal(flowrt_cache_list(cache, collect, &list, &err), FLOWGEN_OK);
+  assert_int_equal(list.count, 1);
+  assert_non_null(strstr(find_listed(&list, sample_key)->problem, "symbolic link"));
+  size_t removed = 9;
+  assert_int_equal(flowrt_cache_clear(cache, &removed, &err), FLOWGEN_OK);
+  assert_int_equal(removed, 0);
+  assert_int_equal(file_type(path), S_IFLNK);
+
+  put_pattern(cache, sample_key, 50, 2);
+  assert_int_equal(file_type(path), S_IFREG);
+  assert_hit_pattern(cache, sample_key, 50, 2);
+  assert_hit_pattern(outside, sample_key, 100, 1);
+}
+
+/* clear removes what carries an entry's header (however damaged after it)
+ * and its own stale temporary files, and nothing else named like them. */
+static void test_clear_removes_only_what_carries_the_header(void **state) {
+  const char *dir = *state;
+  char path[PATH_SIZE], alpha[PATH_SIZE], outside[PATH_SIZE];
+  put_pattern(dir, "alpha", 10, 1);
+  entry_file(alpha, dir, "alpha");
+  size_t size;
+  char *bytes = fg_test_read_file(alpha, &size);
+  assert_non_null(bytes);
+  fg_test_path_join(path, dir, "backup.fgc"); /* a copy: carries the header */
+  fg_test_write_file(path, bytes, size);
+  fg_test_path_join(outside, dir, "outside-entry"); /* not named like one */
+  fg_test_write_file(outside, bytes, size);
+  free(bytes);
+  fg_test_path_join(path, dir, "link.fgc"); /* to a file with the header */
+  assert_int_equal(symlink(outside, path), 0);
+  fg_test_path_join(path, dir, "notes.fgc");
+  fg_test_write_file(path, "my notes, not an entry", 22);
+  fg_test_path_join(path, dir, "short.fgc");
+  fg_test_write_file(path, "FGCACHE", 7); /* not the whole magic */
+  fg_test_path_join(path, dir, "empty.fgc");
+  fg_test_write_file(path, "", 0);
+  fg_test_path_join(path, dir, "x.fgc");
+  assert_int_equal(mkfifo(path, 0600), 0);
+  make_temp_file(dir, ".tmp-not-mkstemp", 3600);
+  fg_test_path_join(path, dir, ".tmp-fifo01");
+  assert_int_equal(mkfifo(path, 0600), 0);
+  struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, path, old, AT_SYMLINK_NOFOLLOW), 0);
+
+  begin_hang_guard();
+  listing list = {0};
+  flowgen_error err;
+  assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
+  assert_int_equal(list.count, 7);
+  assert_true(find_listed(&list, "alpha")->valid);
+  assert_non_null(strstr(find_listed_file(&list, "notes.fgc")->problem, "bad magic"));
+  assert_non_null(strstr(find_listed_file(&list, "x.fgc")->problem, "(a FIFO)"));
+  assert_non_null(strstr(find_listed_file(&list, "link.fgc")->problem, "symbolic link"));
+  assert_non_null(strstr(find_listed_file(&list, "backup.fgc")->problem, "file name"));
+  size_t removed = 99;
+  assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
+  end_hang_guard();
+  assert_int_equal(removed, 2);
+  assert_false(fg_test_file_exists(alpha));
+  const char *kept[] = {"link.fgc", "notes.fgc", "short.fgc", "empty.fgc", "x.fgc",
+                        ".tmp-not-mkstemp", ".tmp-fifo01"};
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; ++i) {
+    fg_test_path_join(path, dir, kept[i]);
+    if (lstat(path, &(struct stat){0}) != 0) fail_msg("clear removed %s", kept[i]);
+  }
+  assert_int_equal(count_files(dir, NULL, NULL), 8); /* and outside-entry */
+  fg_test_path_join(path, dir, "notes.fgc");
+  bytes = fg_test_read_file(path, &size);
+  assert_non_null(bytes);
+  assert_string_equal(bytes, "my notes, not an entry");
+  free(bytes);
+  assert_true(fg_test_file_exists(outside));
 }
 
 /* ---- failing file operations ---------------------------------------- */
@@ -708,10 +903,11 @@ static void test_failed_rename(void **state) {
   assert_int_equal(count_files(dir, FG_CACHE_TEMP_PREFIX, NULL), 0);
   assert_int_equal(count_files(dir, NULL, NULL), 1);
   assert_true(fg_test_file_exists(inside));
-  assert_invalid(dir, sample_key, "not a regular file");
+  assert_invalid(dir, sample_key, "not a regular file (a folder)");
   listing list = {0};
   assert_int_equal(flowrt_cache_list(dir, collect, &list, &err), FLOWGEN_OK);
-  assert_int_equal(list.count, 0);
+  assert_int_equal(list.count, 1);
+  assert_false(find_listed(&list, sample_key)->valid);
   size_t removed = 9;
   assert_int_equal(flowrt_cache_clear(dir, &removed, &err), FLOWGEN_OK);
   assert_int_equal(removed, 0);
@@ -994,6 +1190,19 @@ static void test_runtime_warns_and_goes_on(void **state) {
   assert_int_equal(file_size(file), 1);
 }
 
+/* The key flowrt_cache_warm stores spec under. */
+static char *warm_key(const flowgen_spec *spec) {
+  flowgen_spec resolved = *spec;
+  resolved.arch_specific = fg_arch_specific(resolved.arch);
+  flowgen_kernel *k = NULL;
+  assert_int_equal(flowgen_generate(&resolved, NULL, &k, NULL), FLOWGEN_OK);
+  char *key = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
+                            resolved.arch, FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
+  flowgen_kernel_free(k);
+  assert_non_null(key);
+  return key;
+}
+
 /* flowrt_cache_warm's job is the disk: there a full disk is an error, and
  * the next warm works. */
 static void test_warm_on_a_full_disk(void **state) {
@@ -1026,6 +1235,75 @@ static void test_read_only_folder(void **state) {
 
 static void test_permission_denied(void **state) {
   run_unprivileged(*state, permission_denied);
+}
+
+/* ---- flowgen cache, as a user runs it ------------------------------------ */
+
+static void skip_without_cli(void) {
+  if (!fg_test_file_exists(fg_test_flowgen_bin())) {
+    print_message("# no %s (set FLOWGEN_BIN)\n", fg_test_flowgen_bin());
+    skip();
+  }
+}
+
+/* Runs `flowgen ARGS` under timeout: a command that waits forever exits 124. */
+static int flowgen_cli(char **out, char **err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int flowgen_cli(char **out, char **err, const char *fmt, ...) {
+  char args[2 * PATH_SIZE], command[3 * PATH_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  assert_true(n > 0 && (size_t)n < sizeof args);
+  n = snprintf(command, sizeof command, "timeout 30 '%s' %s", fg_test_flowgen_bin(), args);
+  assert_true(n > 0 && (size_t)n < sizeof command);
+  return fg_test_run(command, out, err);
+}
+
+/* err is the one line "flowgen: ..." and holds a and b. */
+static void expect_one_error_line(const char *err, const char *a, const char *b) {
+  const char *newline = strchr(err, '\n');
+  if (strncmp(err, "flowgen: ", 9) != 0 || !newline || newline[1] != '\0' ||
+      !strstr(err, a) || (b && !strstr(err, b)))
+    fail_msg("expected one line 'flowgen: ...' with '%s' and '%s', got: %s", a, b ? b : "",
+             err);
+}
+
+static void free2(char *a, char *b) {
+  free(a);
+  free(b);
+}
+
+/* A FIFO at the entry's path of `cache warm` made it wait forever; now warm
+ * fails naming it, list shows it, clear leaves it. */
+static void test_cli_fifo_at_entry_path(void **state) {
+  skip_without_cli();
+  if (flowrt_nvrtc_version() == 0) skip();
+  char cache[PATH_SIZE], path[PATH_SIZE];
+  fg_test_path_join(cache, *state, "cache");
+  assert_int_equal(mkdir(cache, 0700), 0);
+  flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
+  char *key = warm_key(&spec);
+  entry_file(path, cache, key);
+  free(key);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  const char *warm = "cache warm --arch sm_90 --dim 2 --hidden 4 --steps 1";
+
+  char *out = NULL, *err = NULL;
+  int rc = flowgen_cli(&out, &err, "%s --dir '%s'", warm, cache);
+  if (rc != 1) fail_msg("warm: exit %d (124: it waited on the FIFO): %s", rc, err);
+  expect_one_error_line(err, path, "(a FIFO), left as it is");
+  assert_string_equal(out, "");
+  free2(out, err);
+  assert_int_equal(flowgen_cli(&out, &err, "cache list --dir '%s'", cache), 0);
+  assert_non_null(strstr(out, "INVALID"));
+  assert_non_null(strstr(out, "(not a regular file (a FIFO))"));
+  free2(out, err);
+  assert_int_equal(flowgen_cli(&out, &err, "cache clear --dir '%s'", cache), 0);
+  assert_string_equal(out, "removed 0 files\n");
+  free2(out, err);
+  assert_int_equal(file_type(path), S_IFIFO);
 }
 
 /* ---- concurrency -------------------------------------------------------- */
@@ -1165,6 +1443,10 @@ int main(void) {
       CACHE_TEST(test_list_reports_every_entry_sorted),
       CACHE_TEST(test_clear_removes_only_cache_files),
       CACHE_TEST(test_list_and_clear_default_and_missing_folder),
+      CACHE_TEST(test_node_at_entry_path_is_no_entry),
+      CACHE_TEST(test_link_at_entry_path_is_not_followed),
+      CACHE_TEST(test_clear_removes_only_what_carries_the_header),
+      CACHE_TEST(test_cli_fifo_at_entry_path),
       CACHE_TEST(test_concurrent_writers_leave_valid_entries),
   };
   return cmocka_run_group_tests_name("cache", tests, NULL, NULL);

@@ -7,7 +7,9 @@
  *         must visit the file once, as valid when it was a hit.
  *   odd:  a payload.  fg_cache_put then fg_cache_get must give it back
  *         unchanged, and the folder holds one entry and no temporary file.
- * The folder is made once under $TMPDIR and emptied after every input. */
+ * The folder is made once under $TMPDIR and emptied after every input
+ * (flowrt_cache_clear must remove the file exactly when it begins with the
+ * entry magic). */
 #include "fuzz.h"
 
 #include "disk_cache.h"
@@ -111,9 +113,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   setup();
   if (data[0] % 2 == 0) read_back(data + 1, size - 1);
   else round_trip(data + 1, size - 1);
+  /* clear removes only what begins with an entry's magic: the rest goes
+   * by hand. */
+  bool ours = data[0] % 2 == 1 ||
+              (size > 8 && memcmp(data + 1, FG_CACHE_MAGIC, 8) == 0);
   size_t removed = 0;
   flowgen_error err;
   FUZZ_CHECK(flowrt_cache_clear(dir, &removed, &err) == FLOWGEN_OK);
-  FUZZ_CHECK(removed == 1);
+  FUZZ_CHECK(removed == (ours ? 1u : 0u));
+  if (!ours) FUZZ_CHECK(unlink(path) == 0);
   return 0;
 }
