@@ -25,15 +25,21 @@ static void key_field(const char *key, const char *field, char *buf, size_t size
   snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), p);
 }
 
+/* One row per entry under a header; an invalid entry's row ends with why.
+ * FILE fits an entry's name (32 hex digits and ".fgc"), TARGET
+ * "compute_120". */
+#define LIST_ROW "%-36s  %10s  %-11s  %-7s  %s"
+
 static void print_entry(void *ctx, const flowrt_cache_entry *e) {
-  char target[32], source[48];
+  char target[32], source[48], bytes[24];
+  if (++*(int *)ctx == 1)
+    printf(LIST_ROW "\n", "FILE", "BYTES", "TARGET", "STATE", "SOURCE");
   key_field(e->key, "target=", target, sizeof target);
   key_field(e->key, "source-xxh3-128=", source, sizeof source);
-  printf("%s  %10llu  %-8s  %s  %s", e->file, (unsigned long long)e->payload_size,
-         target, e->valid ? "valid  " : "INVALID", source);
+  snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)e->payload_size);
+  printf(LIST_ROW, e->file, bytes, target, e->valid ? "valid" : "INVALID", source);
   if (!e->valid) printf("  (%s)", e->problem ? e->problem : "invalid");
   putchar('\n');
-  ++*(int *)ctx;
 }
 
 static int cache_warm(int argc, char **argv, const char *dir) {

@@ -1275,6 +1275,71 @@ static void free2(char *a, char *b) {
   free(b);
 }
 
+/* `cache list` prints a header whose columns line up with the rows. */
+static void test_cli_list_has_aligned_headers(void **state) {
+  skip_without_cli();
+  const char *dir = *state;
+  static const char source[] = "0123456789abcdef0123456789abcdef";
+  const char *keys[] = {"flowgen module v1\ntarget=sm_90\nsource-xxh3-128=0123456789abcdef"
+                        "0123456789abcdef\n",
+                        "flowgen module v1\ntarget=compute_120\nsource-xxh3-128=0123456789a"
+                        "bcdef0123456789abcdef\noptions=other\n"};
+  put_pattern(dir, keys[0], 123456, 1);
+  put_pattern(dir, keys[1], 7, 2);
+  char path[PATH_SIZE], corrupt[FG_CACHE_FILE_NAME_SIZE];
+  put_pattern(dir, "corrupt", 300, 3);
+  entry_file(path, dir, "corrupt");
+  flip_byte(path, file_size(path) - 1);
+  fg_cache_file_name("corrupt", corrupt);
+  fg_test_path_join(path, dir, "notes.fgc");
+  fg_test_write_file(path, "my notes", 8);
+
+  char *out = NULL, *err = NULL;
+  assert_int_equal(flowgen_cli(&out, &err, "cache list --dir '%s'", dir), 0);
+  assert_string_equal(err, "");
+  char *lines[8] = {0};
+  int count = 0;
+  for (char *line = strtok(out, "\n"); line && count < 8; line = strtok(NULL, "\n"))
+    lines[count++] = line;
+  assert_int_equal(count, 5);
+  const char *header = lines[0];
+  if (strncmp(header, "FILE ", 5) != 0) fail_msg("no header: %s", header);
+  const char *columns[] = {"BYTES", "TARGET", "STATE", "SOURCE"};
+  size_t at[4];
+  for (int c = 0; c < 4; ++c) {
+    const char *found = strstr(header, columns[c]);
+    if (!found) fail_msg("no %s in the header: %s", columns[c], header);
+    at[c] = (size_t)(found - header);
+    assert_true(c == 0 || at[c] > at[c - 1]);
+  }
+  size_t bytes_end = at[0] + strlen("BYTES"); /* numbers are right-aligned */
+  int valid = 0, invalid = 0;
+  for (int i = 1; i < count; ++i) {
+    const char *row = lines[i];
+    if (strlen(row) <= at[3]) fail_msg("short row: %s", row);
+    if (!isdigit((unsigned char)row[bytes_end - 1]) || row[bytes_end] != ' ' ||
+        row[at[1] - 1] != ' ' || row[at[1]] == ' ' || row[at[3] - 1] != ' ' ||
+        row[at[3]] == ' ')
+      fail_msg("row not under the header:\n%s\n%s", header, row);
+    if (strncmp(row + at[2], "valid ", 6) == 0) {
+      ++valid;
+      assert_memory_equal(row + at[3], source, 32);
+      assert_true(strncmp(row + at[1], "sm_90 ", 6) == 0 ||
+                  strncmp(row + at[1], "compute_120 ", 12) == 0);
+    } else if (strncmp(row + at[2], "INVALID ", 8) == 0) {
+      ++invalid;
+      if (strncmp(row, "notes.fgc ", 10) == 0) assert_non_null(strstr(row, "(not a flowgen"));
+      else if (strncmp(row, corrupt, 32) == 0) assert_non_null(strstr(row, "(checksum mismatch)"));
+      else fail_msg("unexpected invalid row: %s", row);
+    } else {
+      fail_msg("no state under STATE:\n%s\n%s", header, row);
+    }
+  }
+  assert_int_equal(valid, 2);
+  assert_int_equal(invalid, 2);
+  free2(out, err);
+}
+
 /* A FIFO at the entry's path of `cache warm` made it wait forever; now warm
  * fails naming it, list shows it, clear leaves it. */
 static void test_cli_fifo_at_entry_path(void **state) {
@@ -1446,6 +1511,7 @@ int main(void) {
       CACHE_TEST(test_node_at_entry_path_is_no_entry),
       CACHE_TEST(test_link_at_entry_path_is_not_followed),
       CACHE_TEST(test_clear_removes_only_what_carries_the_header),
+      CACHE_TEST(test_cli_list_has_aligned_headers),
       CACHE_TEST(test_cli_fifo_at_entry_path),
       CACHE_TEST(test_concurrent_writers_leave_valid_entries),
   };

@@ -537,7 +537,7 @@ static void test_cache_warm_list_clear(void **state) {
   free(err);
 
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 1);
+  assert_int_equal(count_lines(out), 2); /* the header and the entry */
   assert_non_null(strstr(out, ".fgc"));
   assert_non_null(strstr(out, "sm_90"));
   assert_non_null(strstr(out, "valid"));
@@ -561,7 +561,7 @@ static void test_cache_warm_list_clear(void **state) {
   fg_test_write_file(entry, bytes, size);
   free(bytes);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 1);
+  assert_int_equal(count_lines(out), 2); /* the header and the entry */
   assert_non_null(strstr(out, "INVALID"));
   assert_non_null(strstr(out, "sm_90"));
   free(out);
@@ -573,7 +573,7 @@ static void test_cache_warm_list_clear(void **state) {
   free(out);
   free(err);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 1);
+  assert_int_equal(count_lines(out), 2); /* the header and the entry */
   assert_null(strstr(out, "INVALID"));
   assert_non_null(strstr(out, "valid"));
   free(out);
