@@ -11,7 +11,8 @@ static const char cache_usage[] =
     "                                   compile a kernel into the cache (no GPU needed)\n"
     "\n"
     "The folder is $FLOWGEN_CACHE_DIR, else $XDG_CACHE_HOME/flowgen, else\n"
-    "~/.cache/flowgen; --dir DIR overrides it for one command.\n";
+    "~/.cache/flowgen; --dir DIR overrides it for one command.  A folder that\n"
+    "another user owns or can write is refused unless FLOWGEN_CACHE_TRUST=any.\n";
 
 /* The "target=..." line of a key, for the listing. */
 static void key_field(const char *key, const char *field, char *buf, size_t size) {

@@ -91,6 +91,9 @@ typedef struct flowrt_options {
   int device;                 /* CUDA device ordinal */
   const char *cache_dir;      /* NULL = $FLOWGEN_CACHE_DIR, XDG, ~/.cache */
   int disk_cache;             /* -1 = from $FLOWGEN_CACHE, 0 = off, 1 = on */
+  bool cache_trust_any;       /* use a cache folder that others own or can
+                                 write (else refused, with a warning, unless
+                                 $FLOWGEN_CACHE_TRUST=any): see README */
   const char *template_dir;   /* NULL = built-in templates */
   flowrt_warn_fn warn;        /* non-fatal problems (unusable cache dir) */
   void *warn_ctx;
@@ -150,6 +153,10 @@ typedef struct flowrt_cache_entry {
   const char *problem;   /* why it is not valid ("not a regular file (a
                             FIFO)", "checksum mismatch"); NULL if valid */
 } flowrt_cache_entry;
+
+/* list, clear and warm refuse (FLOWGEN_IO) a folder that another user owns
+ * or can write, or that lies in one, unless $FLOWGEN_CACHE_TRUST is "any":
+ * anyone who can write there could plant a cubin that a runtime loads. */
 
 typedef void (*flowrt_cache_visit_fn)(void *ctx, const flowrt_cache_entry *e);
 /* Visits every file of dir (NULL = the folder in effect) named like an

@@ -53,6 +53,11 @@ bool fg_cache_enabled_from_env(void) {
   return !(value && strcmp(value, "0") == 0);
 }
 
+bool fg_cache_trust_any_from_env(void) {
+  const char *value = getenv("FLOWGEN_CACHE_TRUST");
+  return value && strcmp(value, "any") == 0;
+}
+
 flowgen_status flowrt_cache_dir(char *buf, size_t size, flowgen_error *err) {
   if (!buf || size == 0)
     return fg_fail(err, FLOWGEN_INVALID, "flowrt_cache_dir: no buffer");
@@ -138,9 +143,100 @@ static flowgen_status check_key(const char *key, flowgen_error *err) {
   return FLOWGEN_OK;
 }
 
-flowgen_status fg_cache_open(const char *dir, flowgen_error *err) {
+/* ---- whom the folder belongs to (disk_cache.h says why) ------------------ */
+
+/* Why info, of a folder or link on the way to the cache, lets someone else
+ * plant or swap files in the cache (in why), or NULL.  is_cache: it is the
+ * cache folder itself, which no one else may write, sticky bit or not. */
+static const char *distrust(const struct stat *info, bool is_cache, char *why,
+                            size_t size) {
+  uid_t me = geteuid(), owner = info->st_uid;
+  unsigned mode = (unsigned)info->st_mode & 07777;
+  if (S_ISLNK(info->st_mode)) {
+    if (owner == me || owner == 0) return NULL;
+    snprintf(why, size, "is a symbolic link owned by user %u", (unsigned)owner);
+  } else if (!S_ISDIR(info->st_mode)) {
+    return NULL; /* reported as "not a directory" when used */
+  } else if (owner != me && (is_cache || owner != 0)) {
+    snprintf(why, size, "is owned by user %u, not by you (user %u)",
+             (unsigned)owner, (unsigned)me);
+  } else if ((mode & 022) && (is_cache || !(mode & S_ISVTX))) {
+    snprintf(why, size, "is writable by group or others%s (mode %04o)",
+             is_cache ? "" : " without the sticky bit", mode);
+  } else {
+    return NULL;
+  }
+  return why;
+}
+
+/* Checks the folders on path from the top down ("/" aside), and each link
+ * on the way with what it points to.  Stops at the first that is missing
+ * (the rest will be made, mode 0700) or is not a folder (reported when
+ * used).  ends_at_cache: path's last folder is the cache folder itself. */
+static flowgen_status check_walk(const char *dir, const char *path,
+                                 bool ends_at_cache, flowgen_error *err) {
+  char prefix[PATH_MAX], why[128];
+  flowgen_status status = copy_path(prefix, sizeof prefix, path, err);
+  if (status != FLOWGEN_OK) return status;
+  size_t length = strlen(prefix);
+  while (length > 1 && prefix[length - 1] == '/') prefix[--length] = '\0';
+  for (size_t end = 1; end <= length; ++end) {
+    if (end < length && prefix[end] != '/') continue;
+    char separator = prefix[end];
+    prefix[end] = '\0';
+    bool is_cache = ends_at_cache && end == length;
+    const char *problem = NULL;
+    struct stat info;
+    bool found = lstat(prefix, &info) == 0;
+    if (found) problem = distrust(&info, is_cache, why, sizeof why);
+    if (found && !problem && S_ISLNK(info.st_mode)) {
+      found = stat(prefix, &info) == 0;
+      if (found) problem = distrust(&info, is_cache, why, sizeof why);
+    }
+    if (problem)
+      return fg_fail(err, FLOWGEN_IO,
+                     "untrusted cache folder %s: %s %s; set "
+                     "FLOWGEN_CACHE_TRUST=any to use it anyway",
+                     dir, strcmp(prefix, dir) == 0 ? "it" : prefix, problem);
+    if (!found || !S_ISDIR(info.st_mode)) return FLOWGEN_OK;
+    prefix[end] = separator;
+  }
+  return FLOWGEN_OK;
+}
+
+/* Checks dir as given (its links and the folders that hold them), then as
+ * resolved: the folders that links and ".." lead through. */
+static flowgen_status check_trusted(const char *dir, flowgen_error *err) {
+  flowgen_status status = check_walk(dir, dir, true, err);
+  char existing[PATH_MAX];
+  if (status == FLOWGEN_OK)
+    status = copy_path(existing, sizeof existing, dir, err);
+  for (bool whole = true; status == FLOWGEN_OK; whole = false) {
+    char *real = realpath(existing, NULL);
+    if (real) {
+      status = check_walk(dir, real, whole, err);
+      free(real);
+      break;
+    }
+    /* Missing: check the deepest folder that exists. */
+    if ((errno != ENOENT && errno != ENOTDIR) || strcmp(existing, ".") == 0)
+      break;
+    char *slash = strrchr(existing, '/');
+    if (!slash) strcpy(existing, ".");
+    else if (slash == existing) existing[1] = '\0';
+    else *slash = '\0';
+  }
+  return status;
+}
+
+flowgen_status fg_cache_open(const char *dir, bool trust_any,
+                             flowgen_error *err) {
   flowgen_status status = check_dir(dir, err);
+  /* Checked before anything is made in a folder we do not trust, and again
+   * after: a folder someone else made in between is theirs. */
+  if (status == FLOWGEN_OK && !trust_any) status = check_trusted(dir, err);
   if (status == FLOWGEN_OK) status = make_dirs(dir, err);
+  if (status == FLOWGEN_OK && !trust_any) status = check_trusted(dir, err);
   if (status != FLOWGEN_OK) return status;
   struct stat info;
   if (stat(dir, &info) != 0)
@@ -156,6 +252,25 @@ flowgen_status fg_cache_open(const char *dir, flowgen_error *err) {
   close(fd);
   unlink(temp);
   return FLOWGEN_OK;
+}
+
+bool fg_cache_setup(const char *dir, int enabled, bool trust_any, char *buf,
+                    size_t size, flowrt_warn_fn warn, void *warn_ctx) {
+  if (enabled < 0) enabled = fg_cache_enabled_from_env();
+  if (!enabled) return false;
+  flowgen_error e;
+  trust_any = trust_any || fg_cache_trust_any_from_env();
+  if (fg_cache_resolve_dir(dir, buf, size, &e) == FLOWGEN_OK &&
+      fg_cache_open(buf, trust_any, &e) == FLOWGEN_OK)
+    return true;
+  if (warn) {
+    char line[FLOWGEN_ERROR_MESSAGE_MAX + 64];
+    snprintf(line, sizeof line,
+             "module cache disabled, compiled modules stay in memory: %s",
+             e.message);
+    warn(warn_ctx, line);
+  }
+  return false;
 }
 
 /* ---- the entry format --------------------------------------------------- */
@@ -617,13 +732,23 @@ static flowgen_status visit_entry(const char *dir, const char *name,
   return FLOWGEN_OK;
 }
 
+/* The folder list and clear work on: dir or the one in effect, refused
+ * when untrusted (see fg_cache_open). */
+static flowgen_status resolve_trusted(const char *dir, char *buf, size_t size,
+                                      flowgen_error *err) {
+  flowgen_status status = fg_cache_resolve_dir(dir, buf, size, err);
+  if (status == FLOWGEN_OK && !fg_cache_trust_any_from_env())
+    status = check_trusted(buf, err);
+  return status;
+}
+
 flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
                                  void *ctx, flowgen_error *err) {
   if (!visit)
     return fg_fail(err, FLOWGEN_INVALID, "flowrt_cache_list: no visitor");
   char folder[PATH_MAX];
   name_list names;
-  flowgen_status status = fg_cache_resolve_dir(dir, folder, sizeof folder, err);
+  flowgen_status status = resolve_trusted(dir, folder, sizeof folder, err);
   if (status == FLOWGEN_OK)
     status = list_files(folder, is_entry_name, &names, err);
   if (status != FLOWGEN_OK) return status;
@@ -670,7 +795,7 @@ flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
   size_t count = 0;
   char folder[PATH_MAX];
   name_list names;
-  flowgen_status status = fg_cache_resolve_dir(dir, folder, sizeof folder, err);
+  flowgen_status status = resolve_trusted(dir, folder, sizeof folder, err);
   if (status == FLOWGEN_OK)
     status = list_files(folder, is_cache_file_name, &names, err);
   if (status == FLOWGEN_OK) {

@@ -15,6 +15,15 @@
  * requested one; anything else is reported as invalid and is replaced by the
  * next put.  Entries are opened without following a link or waiting on a
  * FIFO, and only when they are regular files.  Not installed.
+ *
+ * The folder is trusted as ssh trusts ~/.ssh: it must belong to the
+ * effective user and be writable by no one else, and every folder above it
+ * (as given and as resolved) must belong to that user or root and be
+ * writable by no one else, unless it has the sticky bit (as /tmp), where no
+ * one else can rename what lies in it.  A link on the way must belong to the
+ * user or root.  Otherwise anyone who can write there could plant a cubin
+ * that the runtime would load (the checksum is no signature).  The opt-in:
+ * $FLOWGEN_CACHE_TRUST=any, or flowrt_options.cache_trust_any.
  */
 #ifndef FLOWGEN_DISK_CACHE_H
 #define FLOWGEN_DISK_CACHE_H
@@ -54,6 +63,8 @@ typedef enum fg_cache_result {
 
 /* False when $FLOWGEN_CACHE is "0"; true otherwise (unset included). */
 FG_HIDDEN bool fg_cache_enabled_from_env(void);
+/* True when $FLOWGEN_CACHE_TRUST is "any": use a folder others can write. */
+FG_HIDDEN bool fg_cache_trust_any_from_env(void);
 
 /* dir if not NULL, else the folder in effect (see flowrt_cache_dir). */
 FG_HIDDEN flowgen_status fg_cache_resolve_dir(const char *dir, char *buf,
@@ -64,9 +75,20 @@ FG_HIDDEN void fg_cache_file_name(const char *key,
                                   char name[FG_CACHE_FILE_NAME_SIZE]);
 
 /* Creates dir (and its parents) with mode 0700 if missing, then checks that
- * it is a directory we can create files in.  Call once: on failure the
- * caller warns and keeps its modules in memory only. */
-FG_HIDDEN flowgen_status fg_cache_open(const char *dir, flowgen_error *err);
+ * it is a directory we can create files in and, unless trust_any, that it is
+ * trusted (above).  Call once: on failure the caller warns and keeps its
+ * modules in memory only.  get and put do not check again. */
+FG_HIDDEN flowgen_status fg_cache_open(const char *dir, bool trust_any,
+                                       flowgen_error *err);
+
+/* The runtime's disk cache: resolves dir (NULL = the folder in effect) into
+ * buf and opens it.  enabled: -1 = from $FLOWGEN_CACHE, 0 = off, 1 = on;
+ * trust_any (or $FLOWGEN_CACHE_TRUST=any): skip the trust check.  Returns
+ * whether the disk cache is on; when it cannot be, warn (if not NULL) gets
+ * one line naming the folder and why. */
+FG_HIDDEN bool fg_cache_setup(const char *dir, int enabled, bool trust_any,
+                              char *buf, size_t size, flowrt_warn_fn warn,
+                              void *warn_ctx);
 
 /* Looks key up in dir.  On FLOWGEN_OK, *result says what was found; on a hit
  * *payload is a malloc()ed copy of the *size payload bytes, otherwise NULL

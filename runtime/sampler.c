@@ -99,23 +99,9 @@ static flowgen_status choose_target(flowrt_runtime *rt, flowgen_error *err) {
 }
 
 static void setup_disk_cache(flowrt_runtime *rt, const flowrt_options *o) {
-  int wanted = o ? o->disk_cache : -1;
-  if (wanted < 0) wanted = fg_cache_enabled_from_env();
-  if (!wanted) return;
-  flowgen_error e;
-  if (fg_cache_resolve_dir(o ? o->cache_dir : NULL, rt->cache_dir,
-                           sizeof rt->cache_dir, &e) ||
-      fg_cache_open(rt->cache_dir, &e)) {
-    if (rt->warn) {
-      char line[FLOWGEN_ERROR_MESSAGE_MAX + 64];
-      snprintf(line, sizeof line,
-               "module cache disabled, compiled modules stay in memory: %s",
-               e.message);
-      rt->warn(rt->warn_ctx, line);
-    }
-    return;
-  }
-  rt->disk_cache = true;
+  rt->disk_cache = fg_cache_setup(o ? o->cache_dir : NULL, o ? o->disk_cache : -1,
+                                  o && o->cache_trust_any, rt->cache_dir,
+                                  sizeof rt->cache_dir, rt->warn, rt->warn_ctx);
 }
 
 flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
@@ -484,7 +470,7 @@ flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
                                  flowgen_error *err) {
   char path[FG_PATH_MAX];
   flowgen_status st = fg_cache_resolve_dir(dir, path, sizeof path, err);
-  if (!st) st = fg_cache_open(path, err);
+  if (!st) st = fg_cache_open(path, fg_cache_trust_any_from_env(), err);
   if (st) return st;
   const fg_nvrtc_api *nvrtc = fg_nvrtc(err);
   if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;

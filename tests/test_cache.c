@@ -25,7 +25,8 @@
 #define PATH_SIZE FG_TEST_PATH_SIZE
 
 static const char *const cache_env[] = {"FLOWGEN_CACHE_DIR", "XDG_CACHE_HOME",
-                                        "HOME", "FLOWGEN_CACHE"};
+                                        "HOME", "FLOWGEN_CACHE",
+                                        "FLOWGEN_CACHE_TRUST"};
 #define CACHE_ENV_COUNT (sizeof cache_env / sizeof cache_env[0])
 static char *saved_env[CACHE_ENV_COUNT];
 
@@ -35,6 +36,7 @@ static int setup(void **state) {
     const char *value = getenv(cache_env[i]);
     saved_env[i] = value ? strdup(value) : NULL;
   }
+  unsetenv("FLOWGEN_CACHE_TRUST"); /* each test opts in where it means to */
   *state = fg_test_mkdtemp();
   return 0;
 }
@@ -437,12 +439,12 @@ static void test_open_creates_folder_0700(void **state) {
   fg_test_path_join(ab, a, "b");
   fg_test_path_join(cache, ab, "cache");
   flowgen_error err;
-  assert_int_equal(fg_cache_open(cache, &err), FLOWGEN_OK);
+  assert_int_equal(fg_cache_open(cache, false, &err), FLOWGEN_OK);
   assert_mode_0700(a);
   assert_mode_0700(ab);
   assert_mode_0700(cache);
   assert_int_equal(count_files(cache, NULL, NULL), 0); /* no probe left */
-  assert_int_equal(fg_cache_open(cache, &err), FLOWGEN_OK);
+  assert_int_equal(fg_cache_open(cache, false, &err), FLOWGEN_OK);
 }
 
 static void test_put_creates_folder_0700(void **state) {
@@ -469,7 +471,7 @@ static bool can_create_file_in(const char *dir) {
 
 static void assert_unusable(const char *cache, const char *why) {
   flowgen_error err;
-  assert_int_equal(fg_cache_open(cache, &err), FLOWGEN_IO);
+  assert_int_equal(fg_cache_open(cache, false, &err), FLOWGEN_IO);
   assert_int_equal(err.status, FLOWGEN_IO);
   if (!strstr(err.message, cache) || !strstr(err.message, why))
     fail_msg("expected '%s' and '%s' in: %s", cache, why, err.message);
@@ -855,6 +857,155 @@ static void test_clear_removes_only_what_carries_the_header(void **state) {
   assert_true(fg_test_file_exists(outside));
 }
 
+/* ---- whom the folder belongs to ----------------------------------------- */
+
+/* cache is refused by open (which makes nothing there), list and clear,
+ * with a message naming it, the culprit and why, and the opt-in; both
+ * opt-ins then accept it. */
+static void assert_untrusted(const char *cache, const char *culprit, const char *why) {
+  flowgen_error err;
+  bool existed = fg_test_file_exists(cache);
+  size_t entries = existed ? fg_test_count_entries(cache) : 0;
+  assert_int_equal(fg_cache_open(cache, false, &err), FLOWGEN_IO);
+  if (!strstr(err.message, cache) || !strstr(err.message, culprit) ||
+      !strstr(err.message, why) || !strstr(err.message, "FLOWGEN_CACHE_TRUST=any"))
+    fail_msg("expected '%s', '%s', '%s' and the opt-in in: %s", cache, culprit, why,
+             err.message);
+  assert_int_equal(fg_test_file_exists(cache), existed);
+  listing list = {0};
+  assert_int_equal(flowrt_cache_list(cache, collect, &list, &err), FLOWGEN_IO);
+  assert_non_null(strstr(err.message, why));
+  assert_int_equal(list.count, 0);
+  size_t removed = 9;
+  assert_int_equal(flowrt_cache_clear(cache, &removed, &err), FLOWGEN_IO);
+  assert_non_null(strstr(err.message, why));
+  assert_int_equal(removed, 0);
+  if (existed) assert_int_equal(fg_test_count_entries(cache), entries);
+
+  assert_int_equal(fg_cache_open(cache, true, &err), FLOWGEN_OK);
+  setenv("FLOWGEN_CACHE_TRUST", "only mine", 1); /* only "any" opts in */
+  assert_int_equal(flowrt_cache_list(cache, collect, &list, &err), FLOWGEN_IO);
+  setenv("FLOWGEN_CACHE_TRUST", "any", 1);
+  assert_int_equal(flowrt_cache_list(cache, collect, &list, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_cache_clear(cache, &removed, &err), FLOWGEN_OK);
+  unsetenv("FLOWGEN_CACHE_TRUST");
+}
+
+static void assert_trusted(const char *cache) {
+  flowgen_error err;
+  if (fg_cache_open(cache, false, &err) != FLOWGEN_OK)
+    fail_msg("%s refused: %s", cache, err.message);
+  listing list = {0};
+  assert_int_equal(flowrt_cache_list(cache, collect, &list, &err), FLOWGEN_OK);
+}
+
+/* A folder others can write is refused, the entry in it left alone; one
+ * they can only read is fine. */
+static void test_shared_folder_is_refused(void **state) {
+  char cache[PATH_SIZE], mode[16];
+  fg_test_path_join(cache, *state, "cache");
+  assert_int_equal(mkdir(cache, 0700), 0);
+  const mode_t modes[] = {0777, 0770, 0730, 0702, 01777, 01770};
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; ++i) {
+    put_pattern(cache, sample_key, 10, 1);
+    assert_int_equal(chmod(cache, modes[i]), 0);
+    snprintf(mode, sizeof mode, "mode %04o", (unsigned)modes[i]);
+    assert_untrusted(cache, mode, "writable by group or others");
+    assert_int_equal(chmod(cache, 0700), 0);
+  }
+  assert_int_equal(chmod(cache, 0755), 0);
+  assert_trusted(cache);
+}
+
+/* A folder above the cache that others can write lets them swap the cache
+ * folder: refused unless it has the sticky bit (as /tmp).  Nothing is made
+ * in it before the refusal. */
+static void test_shared_parent_is_refused(void **state) {
+  char parent[PATH_SIZE], cache[PATH_SIZE], deeper[PATH_SIZE];
+  fg_test_path_join(parent, *state, "shared");
+  fg_test_path_join(cache, parent, "cache");
+  fg_test_path_join(deeper, cache, "deeper");
+  assert_int_equal(mkdir(parent, 0700), 0);
+  assert_int_equal(chmod(parent, 0777), 0);
+  flowgen_error err;
+  assert_int_equal(fg_cache_open(deeper, false, &err), FLOWGEN_IO);
+  assert_int_equal(fg_test_count_entries(parent), 0);
+  assert_untrusted(deeper, parent, "without the sticky bit");
+  assert_untrusted(cache, parent, "without the sticky bit"); /* made by the opt-in */
+  assert_int_equal(chmod(parent, 0775), 0);
+  assert_untrusted(cache, parent, "without the sticky bit");
+  assert_int_equal(chmod(parent, 01777), 0);
+  assert_trusted(cache);
+  assert_int_equal(chmod(parent, 0755), 0);
+  assert_trusted(cache);
+}
+
+/* Links are followed to a folder that is checked in turn; a link kept in a
+ * shared folder is refused, as is the folder behind it when it is shared. */
+static void test_links_to_the_folder(void **state) {
+  char real[PATH_SIZE], link[PATH_SIZE], shared[PATH_SIZE], shared_link[PATH_SIZE],
+      inner[PATH_SIZE], to_inner[PATH_SIZE];
+  fg_test_path_join(real, *state, "real");
+  fg_test_path_join(link, *state, "link");
+  assert_int_equal(mkdir(real, 0700), 0);
+  assert_int_equal(symlink(real, link), 0);
+  assert_trusted(link);
+  put_pattern(link, sample_key, 20, 1);
+  assert_hit_pattern(real, sample_key, 20, 1);
+  assert_int_equal(chmod(real, 0777), 0);
+  assert_untrusted(link, "mode 0777", "writable by group or others");
+  assert_int_equal(chmod(real, 0700), 0);
+
+  fg_test_path_join(shared, *state, "shared");
+  fg_test_path_join(shared_link, shared, "link");
+  fg_test_path_join(inner, shared, "inner");
+  fg_test_path_join(to_inner, *state, "to-inner");
+  assert_int_equal(mkdir(shared, 0700), 0);
+  assert_int_equal(mkdir(inner, 0700), 0);
+  assert_int_equal(symlink(real, shared_link), 0);
+  assert_int_equal(symlink(inner, to_inner), 0);
+  assert_int_equal(chmod(shared, 0777), 0);
+  assert_untrusted(shared_link, shared, "without the sticky bit");
+  /* A private folder inside a shared one, by a link from outside it. */
+  assert_untrusted(to_inner, shared, "without the sticky bit");
+  assert_int_equal(chmod(shared, 0700), 0);
+  assert_trusted(to_inner);
+}
+
+/* Another user's folder, a folder in another user's folder and a link of
+ * another user: refused.  Needs root to make them. */
+static void test_another_users_folder_is_refused(void **state) {
+  if (geteuid() != 0) {
+    print_message("# giving a folder to another user needs root\n");
+    skip();
+  }
+  char cache[PATH_SIZE], theirs[PATH_SIZE], inside[PATH_SIZE], mine[PATH_SIZE],
+      link[PATH_SIZE];
+  fg_test_path_join(cache, *state, "cache");
+  assert_int_equal(mkdir(cache, 0700), 0);
+  if (chown(cache, 65534, 65534) != 0) {
+    print_message("# cannot chown to nobody: %s\n", strerror(errno));
+    skip();
+  }
+  put_pattern(cache, sample_key, 10, 1);
+  assert_untrusted(cache, cache, "owned by user 65534, not by you (user 0)");
+
+  fg_test_path_join(theirs, *state, "theirs");
+  fg_test_path_join(inside, theirs, "cache");
+  assert_int_equal(mkdir(theirs, 0755), 0);
+  assert_int_equal(mkdir(inside, 0700), 0);
+  assert_int_equal(chown(theirs, 65534, 65534), 0);
+  assert_untrusted(inside, theirs, "owned by user 65534");
+
+  fg_test_path_join(mine, *state, "mine");
+  fg_test_path_join(link, *state, "link");
+  assert_int_equal(mkdir(mine, 0700), 0);
+  assert_int_equal(symlink(mine, link), 0);
+  assert_trusted(link);
+  assert_int_equal(lchown(link, 65534, 65534), 0);
+  assert_untrusted(link, link, "symbolic link owned by user 65534");
+}
+
 /* ---- failing file operations ---------------------------------------- */
 
 /* The write fails in the header, in the key and in the payload: each time
@@ -929,7 +1080,9 @@ typedef const char *(*unprivileged_fn)(const char *dir);
 static void run_unprivileged(const char *base, unprivileged_fn fn) {
   char dir[PATH_SIZE];
   fg_test_path_join(dir, base, "cache");
-  assert_int_equal(chmod(base, 0777), 0); /* the child makes its folder here */
+  /* The child makes its folder here; sticky, as /tmp, or the cache would
+   * not trust a folder in it. */
+  assert_int_equal(chmod(base, 01777), 0);
   fflush(NULL);
   pid_t child = fork();
   assert_true(child >= 0);
@@ -1007,7 +1160,7 @@ static const char *read_only_folder(const char *dir) {
   }
   CHILD_EXPECT(hits(dir, "old", 100), "the old entry is gone");
   CHILD_EXPECT(!hits(dir, "new", sizeof payload), "a new entry appeared");
-  CHILD_EXPECT(fg_cache_open(dir, &err) == FLOWGEN_IO && strstr(err.message, dir),
+  CHILD_EXPECT(fg_cache_open(dir, false, &err) == FLOWGEN_IO && strstr(err.message, dir),
                "fg_cache_open of a read-only folder: %s", err.message);
   size_t removed = 9;
   flowgen_status st = flowrt_cache_clear(dir, &removed, &err);
@@ -1190,6 +1343,44 @@ static void test_runtime_warns_and_goes_on(void **state) {
   assert_int_equal(file_size(file), 1);
 }
 
+/* The runtime's setup (flowrt_open) on a folder it does not trust: one
+ * warning naming the folder, why and the opt-in, then no disk cache; the
+ * program's option or the environment opts in. */
+static void test_runtime_setup_refuses_untrusted_folder(void **state) {
+  char cache[PATH_SIZE], buf[PATH_SIZE];
+  fg_test_path_join(cache, *state, "cache");
+  assert_int_equal(mkdir(cache, 0700), 0);
+  assert_int_equal(chmod(cache, 0777), 0);
+  warnings w = {0};
+  assert_false(fg_cache_setup(cache, 1, false, buf, sizeof buf, collect_warning, &w));
+  assert_int_equal(w.count, 1);
+  const char *parts[] = {"module cache disabled", cache, "writable by group or others",
+                         "FLOWGEN_CACHE_TRUST=any"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; ++i)
+    if (!strstr(w.text[0], parts[i])) fail_msg("no '%s' in: %s", parts[i], w.text[0]);
+  assert_int_equal(count_files(cache, NULL, NULL), 0);
+  assert_false(fg_cache_setup(cache, 1, false, buf, sizeof buf, NULL, NULL));
+
+  /* As flowrt_open with default options. */
+  setenv("FLOWGEN_CACHE_DIR", cache, 1);
+  memset(&w, 0, sizeof w);
+  assert_false(fg_cache_setup(NULL, -1, false, buf, sizeof buf, collect_warning, &w));
+  assert_int_equal(w.count, 1);
+  setenv("FLOWGEN_CACHE_TRUST", "yes", 1);
+  assert_false(fg_cache_setup(NULL, -1, false, buf, sizeof buf, NULL, NULL));
+
+  memset(&w, 0, sizeof w);
+  assert_true(fg_cache_setup(cache, 1, true, buf, sizeof buf, collect_warning, &w));
+  assert_string_equal(buf, cache);
+  setenv("FLOWGEN_CACHE_TRUST", "any", 1);
+  assert_true(fg_cache_setup(NULL, -1, false, buf, sizeof buf, collect_warning, &w));
+  assert_string_equal(buf, cache);
+  assert_int_equal(w.count, 0);
+  setenv("FLOWGEN_CACHE", "0", 1); /* off is off */
+  assert_false(fg_cache_setup(NULL, -1, true, buf, sizeof buf, collect_warning, &w));
+  assert_int_equal(w.count, 0);
+}
+
 /* The key flowrt_cache_warm stores spec under. */
 static char *warm_key(const flowgen_spec *spec) {
   flowgen_spec resolved = *spec;
@@ -1201,6 +1392,59 @@ static char *warm_key(const flowgen_spec *spec) {
   flowgen_kernel_free(k);
   assert_non_null(key);
   return key;
+}
+
+/* Someone who can write the folder plants a "cubin" under the very keys
+ * the runtime and warm look up, with a checksum that checks out: neither
+ * reads it.  With the opt-in both would: the plant is a good one. */
+static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
+  if (flowrt_nvrtc_version() == 0 || fg_test_under_valgrind()) skip();
+  char cache[PATH_SIZE], buf[PATH_SIZE];
+  fg_test_path_join(cache, *state, "cache");
+  char *module_key = fg_module_key(tiny_source, sizeof tiny_source - 1, 90,
+                                   FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
+  flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
+  char *spec_key = warm_key(&spec);
+  put_ok(cache, module_key, "planted", 7);
+  put_ok(cache, spec_key, "planted", 7);
+  assert_int_equal(chmod(cache, 0777), 0);
+
+  /* The runtime: no disk cache, so build_module passes no folder. */
+  warnings w = {0};
+  bool on = fg_cache_setup(cache, 1, false, buf, sizeof buf, collect_warning, &w);
+  assert_false(on);
+  assert_int_equal(w.count, 1);
+  fg_module_image image;
+  assert_int_equal(fg_module_obtain(on ? buf : NULL, false, tiny_source,
+                                    sizeof tiny_source - 1, "tiny.cu", 90,
+                                    FLOWRT_TARGET_CUBIN, NULL, NULL, &image, NULL),
+                   FLOWGEN_OK);
+  assert_false(image.disk_hit);
+  assert_memory_equal(image.data, "\x7f" "ELF", 4);
+  free(image.data);
+
+  flowgen_error err;
+  bool was_cached = true;
+  assert_int_equal(flowrt_cache_warm(cache, &spec, NULL, &was_cached, &err), FLOWGEN_IO);
+  if (!strstr(err.message, cache) || !strstr(err.message, "FLOWGEN_CACHE_TRUST=any"))
+    fail_msg("unexpected message: %s", err.message);
+  assert_hit(cache, spec_key, "planted", 7); /* neither read nor replaced */
+
+  /* Opted in, the plant is taken. */
+  assert_true(fg_cache_setup(cache, 1, true, buf, sizeof buf, NULL, NULL));
+  assert_int_equal(fg_module_obtain(buf, false, tiny_source, sizeof tiny_source - 1,
+                                    "tiny.cu", 90, FLOWRT_TARGET_CUBIN, NULL, NULL, &image,
+                                    NULL),
+                   FLOWGEN_OK);
+  assert_true(image.disk_hit);
+  assert_int_equal(image.size, 7);
+  assert_memory_equal(image.data, "planted", 7);
+  free(image.data);
+  setenv("FLOWGEN_CACHE_TRUST", "any", 1);
+  assert_int_equal(flowrt_cache_warm(cache, &spec, NULL, &was_cached, &err), FLOWGEN_OK);
+  assert_true(was_cached);
+  free(module_key);
+  free(spec_key);
 }
 
 /* flowrt_cache_warm's job is the disk: there a full disk is an error, and
@@ -1371,6 +1615,53 @@ static void test_cli_fifo_at_entry_path(void **state) {
   assert_int_equal(file_type(path), S_IFIFO);
 }
 
+/* warm, list and clear on a folder they must not use: exit 1 and one line
+ * saying why; FLOWGEN_CACHE_TRUST=any opts in. */
+static void test_cli_refuses_untrusted_or_unusable_folder(void **state) {
+  skip_without_cli();
+  char shared[PATH_SIZE], file[PATH_SIZE], under[PATH_SIZE];
+  fg_test_path_join(shared, *state, "shared");
+  assert_int_equal(mkdir(shared, 0700), 0);
+  assert_int_equal(chmod(shared, 0777), 0);
+  const char *commands[] = {"cache warm --arch sm_90 --dim 2 --hidden 4 --steps 1",
+                            "cache list", "cache clear"};
+  char *out = NULL, *err = NULL;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i) {
+    int rc = flowgen_cli(&out, &err, "%s --dir '%s'", commands[i], shared);
+    if (rc != 1) fail_msg("%s: exit %d: %s%s", commands[i], rc, out, err);
+    expect_one_error_line(err, shared, "writable by group or others");
+    assert_non_null(strstr(err, "FLOWGEN_CACHE_TRUST=any"));
+    assert_string_equal(out, "");
+    free2(out, err);
+  }
+  setenv("FLOWGEN_CACHE_DIR", shared, 1);
+  assert_int_equal(flowgen_cli(&out, &err, "cache list"), 1);
+  free2(out, err);
+  assert_int_equal(count_files(shared, NULL, NULL), 0);
+  setenv("FLOWGEN_CACHE_TRUST", "any", 1);
+  assert_int_equal(flowgen_cli(&out, &err, "cache list"), 0);
+  free2(out, err);
+  if (flowrt_nvrtc_version() != 0) {
+    assert_int_equal(flowgen_cli(&out, &err, "%s", commands[0]), 0);
+    assert_non_null(strstr(out, "compiled and cached"));
+    free2(out, err);
+    assert_int_equal(count_files(shared, NULL, ".fgc"), 1);
+  }
+  unsetenv("FLOWGEN_CACHE_TRUST");
+  unsetenv("FLOWGEN_CACHE_DIR");
+
+  fg_test_path_join(file, *state, "file");
+  fg_test_path_join(under, file, "sub");
+  fg_test_write_file(file, "x", 1);
+  assert_int_equal(flowgen_cli(&out, &err, "%s --dir '%s'", commands[0], file), 1);
+  expect_one_error_line(err, file, "not a directory");
+  free2(out, err);
+  assert_int_equal(flowgen_cli(&out, &err, "%s --dir '%s'", commands[0], under), 1);
+  expect_one_error_line(err, under, strerror(ENOTDIR));
+  free2(out, err);
+  assert_int_equal(file_size(file), 1);
+}
+
 /* ---- concurrency -------------------------------------------------------- */
 
 enum { WRITERS = 8, ROUNDS = 50, SLOTS_PER_WRITER = 10 };
@@ -1511,8 +1802,15 @@ int main(void) {
       CACHE_TEST(test_node_at_entry_path_is_no_entry),
       CACHE_TEST(test_link_at_entry_path_is_not_followed),
       CACHE_TEST(test_clear_removes_only_what_carries_the_header),
+      CACHE_TEST(test_shared_folder_is_refused),
+      CACHE_TEST(test_shared_parent_is_refused),
+      CACHE_TEST(test_links_to_the_folder),
+      CACHE_TEST(test_another_users_folder_is_refused),
+      CACHE_TEST(test_runtime_setup_refuses_untrusted_folder),
+      CACHE_TEST(test_planted_entry_in_untrusted_folder_is_not_loaded),
       CACHE_TEST(test_cli_list_has_aligned_headers),
       CACHE_TEST(test_cli_fifo_at_entry_path),
+      CACHE_TEST(test_cli_refuses_untrusted_or_unusable_folder),
       CACHE_TEST(test_concurrent_writers_leave_valid_entries),
   };
   return cmocka_run_group_tests_name("cache", tests, NULL, NULL);

@@ -39,7 +39,7 @@ static void setup(void) {
   FUZZ_CHECK(mkdtemp(dir) != NULL);
   atexit(remove_folder);
   flowgen_error err;
-  FUZZ_CHECK(fg_cache_open(dir, &err) == FLOWGEN_OK);
+  FUZZ_CHECK(fg_cache_open(dir, false, &err) == FLOWGEN_OK);
   char name[FG_CACHE_FILE_NAME_SIZE];
   fg_cache_file_name(key, name);
   n = snprintf(path, sizeof path, "%s/%s", dir, name);
