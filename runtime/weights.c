@@ -224,6 +224,25 @@ static flowgen_status resolve_shape(const loader *l, int *dim, int *hidden) {
 
 /* ---- loading ------------------------------------------------------------ */
 
+/* A NaN or an infinity would only come out as NaN samples: refused, with
+ * the element named as [row, column] of a matrix or [index] of a vector. */
+static flowgen_status check_finite(const loader *l, const fg_st_tensor *t,
+                                   uint64_t cols, const float *values) {
+  for (uint64_t i = 0; i < t->count; ++i) {
+    if (isfinite(values[i])) continue;
+    const char *what = isnan(values[i]) ? "nan" : values[i] > 0 ? "inf" : "-inf";
+    if (t->ndim == 2)
+      return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                     "%s: tensor '%s' holds %s at [%llu, %llu] (the weights must be finite)",
+                     l->name, t->name, what, (unsigned long long)(i / cols),
+                     (unsigned long long)(i % cols));
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: tensor '%s' holds %s at [%llu] (the weights must be finite)",
+                   l->name, t->name, what, (unsigned long long)i);
+  }
+  return FLOWGEN_OK;
+}
+
 static flowgen_status load_tensor(const loader *l, const char *suffix,
                                   uint64_t rows, uint64_t cols, size_t ndim,
                                   const flowrt_weights *w, float *out) {
@@ -234,7 +253,7 @@ static flowgen_status load_tensor(const loader *l, const char *suffix,
   if (!shape_equals(t, expected, ndim))
     return shape_mismatch(l, t, expected, ndim, w->dim, w->hidden);
   convert_to_f32(t, out);
-  return FLOWGEN_OK;
+  return check_finite(l, t, cols, out);
 }
 
 static flowgen_status load_all(const loader *l, flowrt_weights *w) {

@@ -164,7 +164,7 @@ static void test_weights(void **state) {
   af_sweep(&(af_sweep_spec){.what = "flowrt_weights_parse (prefix)",
                             .call = weights_parse_call, .ctx = &c});
   free(c.image);
-  snprintf(c.path, sizeof c.path, "%s/tests/data/tiny_bf16.safetensors", fg_test_source_dir());
+  snprintf(c.path, sizeof c.path, "%s/tests/data/tiny_f32.safetensors", fg_test_source_dir());
   af_sweep(&(af_sweep_spec){.what = "flowrt_weights_load", .call = weights_load_call, .ctx = &c});
   af_sweep(&(af_sweep_spec){.what = "flowrt_weights_builtin",
                             .call = weights_builtin_call, .ctx = &c});

@@ -480,6 +480,11 @@ static void build_model(built_model *m, const char *prefix, int dim, int hidden,
     bytes[i] = malloc(n * width + 4);
     uint64_t random_state = seed * 6364136223846793005ull + (uint64_t)i + 1;
     for (size_t b = 0; b < n * width; ++b) bytes[i][b] = next_byte(&random_state);
+    /* The loader refuses NaN and infinities: an all-ones exponent loses
+     * its top bit (bit 14 of a 16-bit pattern, bit 30 of F32). */
+    for (size_t e = 0; e < n; ++e)
+      if (!isfinite(decode_reference(dtypes[i], bytes[i] + e * width)))
+        bytes[i][e * width + width - 1] &= 0xbf;
     m->count[i] = n;
     m->want[i] = malloc((n + 1) * sizeof(float));
     for (size_t e = 0; e < n; ++e) m->want[i][e] = decode_reference(dtypes[i], bytes[i] + e * width);
@@ -538,7 +543,10 @@ static void test_weights_built_mixed(void **state) {
   check_built_model(dtypes, 2);
 }
 
-/* All 65536 binary16 patterns, as w2 of an H=256 model. */
+static bool half_is_finite(uint32_t h) { return ((h >> 10) & 31) != 31; }
+
+/* All 65536 binary16 patterns, as w2 of an H=256 model: each finite one
+ * loads as its value; an infinity or a NaN is refused, named by its place. */
 static void test_weights_f16_exhaustive(void **state) {
   (void)state;
   const int dim = 1, hidden = 256;
@@ -551,6 +559,7 @@ static void test_weights_f16_exhaustive(void **state) {
     bytes[i] = calloc(n, 2);
     if (i == 2)
       for (size_t e = 0; e < n; ++e) {
+        if (!half_is_finite((uint32_t)e)) continue; /* left 0 */
         bytes[i][2 * e] = (unsigned char)e;
         bytes[i][2 * e + 1] = (unsigned char)(e >> 8);
       }
@@ -563,7 +572,8 @@ static void test_weights_f16_exhaustive(void **state) {
   assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, dim, hidden, &w, NULL),
                    FLOWGEN_OK);
   for (uint32_t h = 0; h < 65536; ++h)
-    assert_same_float(w->w2[h], reference_half((uint16_t)h), "half", h);
+    assert_same_float(w->w2[h], half_is_finite(h) ? reference_half((uint16_t)h) : 0.0f,
+                      "half", h);
   /* Spot checks that do not rely on reference_half. */
   assert_true(w->w2[0x0001] == 0x1p-24f);
   assert_true(w->w2[0x03ff] == 0x3ffp-24f);
@@ -571,12 +581,36 @@ static void test_weights_f16_exhaustive(void **state) {
   assert_true(w->w2[0x3c00] == 1.0f);
   assert_true(w->w2[0xc000] == -2.0f);
   assert_true(w->w2[0x7bff] == 65504.0f);
-  assert_true(isinf(w->w2[0x7c00]) && w->w2[0x7c00] > 0);
-  assert_true(isinf(w->w2[0xfc00]) && w->w2[0xfc00] < 0);
-  assert_true(isnan(w->w2[0x7e00]) && isnan(w->w2[0x7c01]));
+  assert_true(w->w2[0xfbff] == -65504.0f);
   assert_true(w->w2[0x8000] == 0.0f && signbit(w->w2[0x8000]));
   assert_true(w->w2[0x8001] == -0x1p-24f);
   flowrt_weights_free(w);
+
+  /* Each kind of non-finite pattern, at its own place in w2 (256 x 256). */
+  static const struct {
+    uint16_t bits;
+    const char *text;
+  } bad[] = {{0x7c00, "holds inf at [124, 0]"}, {0xfc00, "holds -inf at [252, 0]"},
+             {0x7e00, "holds nan at [126, 0]"}, {0x7c01, "holds nan at [124, 1]"},
+             {0xffff, "holds nan at [255, 255]"}};
+  fg_st_file *file = parse_ok(image, size);
+  unsigned char *w2 = (unsigned char *)fg_st_find(file, "velocity.2.weight")->data;
+  fg_st_free(file);
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; ++k) {
+    unsigned char *at = w2 + 2 * (size_t)bad[k].bits;
+    unsigned char saved[2] = {at[0], at[1]};
+    at[0] = (unsigned char)bad[k].bits;
+    at[1] = (unsigned char)(bad[k].bits >> 8);
+    flowgen_error err = {0};
+    w = (flowrt_weights *)1;
+    assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, dim, hidden, &w, &err),
+                     FLOWGEN_WEIGHTS);
+    assert_null(w);
+    assert_message_has(&err, "f16: tensor 'velocity.2.weight' ");
+    assert_message_has(&err, bad[k].text);
+    at[0] = saved[0];
+    at[1] = saved[1];
+  }
   free(image);
   for (int i = 0; i < NUM_TENSORS; ++i) free(bytes[i]);
 }
@@ -632,27 +666,51 @@ static void test_fixture_f32(void **state) {
   flowrt_weights_free(w);
 }
 
+/* The fixtures' last tensor (4.bias) ends in special values: the file is
+ * refused for its first non-finite one (needle); with the elements from
+ * `first_bad` on zeroed, the rest loads. */
+static flowrt_weights *load_fixture_special(const char *file, size_t first_bad,
+                                            const char *needle) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/data/%s", fg_test_source_dir(), file);
+  flowrt_weights *w = (flowrt_weights *)1;
+  flowgen_error err = {0};
+  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_WEIGHTS);
+  assert_null(w);
+  assert_message_has(&err, "tensor 'velocity.4.bias' ");
+  assert_message_has(&err, needle);
+  size_t size;
+  unsigned char *data = read_fixture(file, &size, path, sizeof path);
+  fg_st_file *parsed = parse_ok(data, size);
+  const fg_st_tensor *b3 = fg_st_find(parsed, "velocity.4.bias");
+  assert_non_null(b3);
+  size_t width = fg_st_dtype_size(b3->dtype);
+  memset((unsigned char *)b3->data + first_bad * width, 0, b3->size - first_bad * width);
+  fg_st_free(parsed);
+  if (flowrt_weights_parse(data, size, file, NULL, 0, 0, &w, &err) != FLOWGEN_OK)
+    fail_msg("%s", err.message);
+  free(data);
+  return w;
+}
+
 static void test_fixture_f16(void **state) {
   (void)state;
-  flowrt_weights *w = load_fixture("tiny_f16.safetensors", NULL, 0, 0);
+  flowrt_weights *w = load_fixture_special("tiny_f16.safetensors", 2, "holds inf at [2]");
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   assert_fixture_values(w, 16.0, 5);
   assert_true(w->b3[0] == 0x1p-24f);
   assert_true(w->b3[1] == -65504.0f);
-  assert_true(isinf(w->b3[2]) && w->b3[2] > 0);
   flowrt_weights_free(w);
 }
 
 static void test_fixture_bf16(void **state) {
   (void)state;
-  flowrt_weights *w = load_fixture("tiny_bf16.safetensors", NULL, 0, 0);
+  flowrt_weights *w = load_fixture_special("tiny_bf16.safetensors", 1, "holds -inf at [1]");
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   assert_fixture_values(w, 16.0, 5);
   assert_true(w->b3[0] == 0x1p-133f);
-  assert_true(isinf(w->b3[1]) && w->b3[1] < 0);
-  assert_true(isnan(w->b3[2]));
   flowrt_weights_free(w);
 }
 
@@ -744,6 +802,39 @@ static void test_weights_missing_tensor(void **state) {
   expect_weights_error(image, size, NULL, 0, 0, FLOWGEN_WEIGHTS,
                        "holds 1 tensors, none named *0.weight");
   free(image);
+}
+
+/* A NaN or an infinity anywhere in the six tensors is refused, naming the
+ * tensor and the element: [row, column] of a matrix, [index] of a vector. */
+static void test_weights_not_finite(void **state) {
+  (void)state;
+  const char *const dtypes[] = {"F32", "F32", "F32", "F32", "F32", "F32"};
+  static const struct {
+    int tensor;
+    size_t index;
+    float value;
+    const char *needle;
+  } cases[] = {
+      {0, 3 * 4 + 1, NAN, "tensor 'velocity.0.weight' holds nan at [3, 1]"},
+      {2, 6 * 6 - 1, INFINITY, "tensor 'velocity.2.weight' holds inf at [5, 5]"},
+      {3, 0, -INFINITY, "tensor 'velocity.2.bias' holds -inf at [0]"},
+      {5, 2, NAN, "tensor 'velocity.4.bias' holds nan at [2]"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+    built_model m;
+    build_model(&m, "velocity.", 3, 6, dtypes, 0, 11);
+    fg_st_file *file = parse_ok(m.image, m.size);
+    char name[64];
+    snprintf(name, sizeof name, "velocity.%s", suffixes[cases[k].tensor]);
+    const fg_st_tensor *t = fg_st_find(file, name);
+    assert_non_null(t);
+    memcpy((unsigned char *)t->data + 4 * cases[k].index, &cases[k].value, 4);
+    fg_st_free(file);
+    expect_weights_error(m.image, m.size, NULL, 0, 0, FLOWGEN_WEIGHTS, cases[k].needle);
+    expect_weights_error(m.image, m.size, NULL, 0, 0, FLOWGEN_WEIGHTS,
+                         "m.safetensors: tensor ");
+    free_model(&m);
+  }
 }
 
 static void test_weights_missing_bias(void **state) {
@@ -953,6 +1044,7 @@ int main(void) {
       cmocka_unit_test(test_fixture_metadata),
       cmocka_unit_test(test_fixture_truncated),
       cmocka_unit_test(test_weights_missing_tensor),
+      cmocka_unit_test(test_weights_not_finite),
       cmocka_unit_test(test_weights_missing_bias),
       cmocka_unit_test(test_weights_wrong_dtype),
       cmocka_unit_test(test_weights_wrong_shapes),
