@@ -10,8 +10,12 @@
 void fg_cli_usage(FILE *out);
 /* Prints "flowgen: message" and returns the status's exit code. */
 int fg_cli_fail(const flowgen_error *err);
-/* Prints "flowgen: <fmt with arg> (see flowgen --help)"; returns 2. */
+/* Prints "flowgen: <fmt with arg> (see flowgen --help)"; returns 2.  The
+ * help named is that of the command being parsed (fg_cli_usage_command). */
 int fg_cli_usage_error(const char *fmt, const char *arg);
+/* The command whose help usage errors point to: "flowgen" (the kernel
+ * options, the default), "flowgen sample", "flowgen cache". */
+void fg_cli_usage_command(const char *command);
 /* "--flag value" / "--flag=value": 1 taken, 0 not this flag, -1 no value. */
 int fg_cli_take(int argc, char **argv, int *i, const char *flag,
                 const char **value);
@@ -47,6 +51,7 @@ typedef struct fg_cli_sample_args {
   int png_height, png_width, png_columns, png_scale; /* 0: not given */
   long long batch; /* -1: not given */
   unsigned long long seed;
+  bool seed_given;
   fg_cli_device device;
   bool verbose;
   bool help; /* -h came: print the usage and exit 0 */

@@ -12,10 +12,17 @@ int fg_cli_fail(const flowgen_error *err) {
   return flowgen_exit_code(err->status);
 }
 
+/* Each subcommand has its own --help: an error points to the one that
+ * lists the flag.  Set by each parse as it starts (the CLI parses one
+ * command a run; the CLI fuzzer parses them in turn). */
+static const char *usage_command = "flowgen";
+
+void fg_cli_usage_command(const char *command) { usage_command = command; }
+
 int fg_cli_usage_error(const char *fmt, const char *arg) {
   fputs("flowgen: ", stderr);
   fprintf(stderr, fmt, arg);
-  fputs(" (see flowgen --help)\n", stderr);
+  fprintf(stderr, " (see %s --help)\n", usage_command);
   return 2;
 }
 
@@ -71,8 +78,23 @@ static int parse_emit(const char *value, fg_cli_emit *emit) {
   return 0;
 }
 
+/* --describe prints JSON and the host launcher is C++ for nvcc: neither
+ * goes with PTX or a cubin, whose request would be silently dropped. */
+static int check_generate_combinations(const fg_cli_generate_args *a) {
+  if (a->emit == FG_CLI_EMIT_CU) return -1;
+  const char *emit = a->emit == FG_CLI_EMIT_PTX ? "ptx" : "cubin";
+  if (a->describe)
+    return fg_cli_usage_error("--describe prints the kernel's JSON description, not "
+                              "--emit %s output: give one or the other", emit);
+  if (a->opts.host_launcher)
+    return fg_cli_usage_error("--host-launcher adds C++ host code for nvcc builds of the "
+                              ".cu; it does not go with --emit %s", emit);
+  return -1;
+}
+
 int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
   flowgen_error err = {FLOWGEN_OK, ""};
+  fg_cli_usage_command("flowgen");
   flowgen_spec_default(&a->spec);
   a->output = "-";
   for (int i = 1; i < argc; ++i) {
@@ -114,7 +136,7 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
       return fg_cli_usage_error("unexpected argument '%s'", arg);
     }
   }
-  return -1;
+  return check_generate_combinations(a);
 }
 
 /* ---- flowgen sample ------------------------------------------------------ */
@@ -136,6 +158,7 @@ static int parse_long(const char *flag, const char *value, long long min,
 
 int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
   flowgen_error err = {FLOWGEN_OK, ""};
+  fg_cli_usage_command("flowgen sample");
   flowgen_spec_default(&a->spec);
   a->batch = -1;
   for (int i = 1; i < argc; ++i) {
@@ -201,6 +224,7 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
       if (parse_long("--seed", value, 0, 0x7fffffffffffffffLL, &n)) return 2;
       a->seed = (unsigned long long)n;
+      a->seed_given = true;
     } else if (VALUE("--device")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
       if (strcmp(value, "gpu") == 0) a->device = FG_CLI_DEVICE_GPU;
@@ -218,5 +242,8 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
     return fg_cli_usage_error("sample: %s is required", "-o or --png");
   if (a->x0_path && a->batch >= 0 && a->x0_path[0])
     return fg_cli_usage_error("sample: %s: give --batch or --x0, not both", "--batch");
+  /* The seed draws the starting points that --x0 replaces. */
+  if (a->x0_path && a->seed_given && a->x0_path[0])
+    return fg_cli_usage_error("sample: %s: give --seed or --x0, not both", "--seed");
   return -1;
 }

@@ -73,6 +73,7 @@ static int cache_warm(int argc, char **argv, const char *dir) {
 }
 
 int fg_cli_cache(int argc, char **argv) {
+  fg_cli_usage_command("flowgen cache");
   if (argc < 2) {
     fputs(cache_usage, stderr);
     return 2;

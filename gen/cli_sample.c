@@ -93,6 +93,20 @@ static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weigh
   return st;
 }
 
+/* A NaN or an infinity would come out as a NaN sample: refused, with its
+ * row and column (a float64 beyond float32's range reads as an infinity). */
+static flowgen_status check_finite(const char *path, const float *x, int64_t rows,
+                                   int64_t cols, flowgen_error *err) {
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (isfinite(x[i])) continue;
+    return fg_fail(err, FLOWGEN_INPUT,
+                   "%s: row %lld, column %lld is %s; the starting points must be finite",
+                   path, (long long)(i / cols), (long long)(i % cols),
+                   isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf");
+  }
+  return FLOWGEN_OK;
+}
+
 static flowgen_status starting_points(const fg_cli_sample_args *a, int dim,
                                       float **x0, int64_t *batch,
                                       flowgen_error *err) {
@@ -100,12 +114,14 @@ static flowgen_status starting_points(const fg_cli_sample_args *a, int dim,
     int64_t rows = 0, cols = 0;
     flowgen_status st = fg_npy_read(a->x0_path, x0, &rows, &cols, err);
     if (st) return st;
-    if (cols != dim) {
+    if (cols != dim)
+      st = fg_fail(err, FLOWGEN_INPUT, "%s: has %lld columns but the model's state has D = %d",
+                   a->x0_path, (long long)cols, dim);
+    if (!st) st = check_finite(a->x0_path, *x0, rows, cols, err);
+    if (st) {
       free(*x0);
       *x0 = NULL;
-      return fg_fail(err, FLOWGEN_INPUT,
-                     "%s: has %lld columns but the model's state has D = %d",
-                     a->x0_path, (long long)cols, dim);
+      return st;
     }
     *batch = rows;
     return FLOWGEN_OK;
@@ -158,6 +174,18 @@ int fg_cli_sample(int argc, char **argv) {
                                       a.hidden_given ? a.spec.hidden : 0, &w, &err)
                 : flowrt_weights_builtin("digits", &w, &err);
   if (st) return fg_cli_fail(&err);
+  /* With --weights, a shape flag is checked against the file as it loads;
+   * the built-in model's shape is fixed. */
+  if (!a.weights && ((a.dim_given && a.spec.dim != w->dim) ||
+                     (a.hidden_given && a.spec.hidden != w->hidden))) {
+    char what[160];
+    bool dim = a.dim_given && a.spec.dim != w->dim;
+    snprintf(what, sizeof what, "%s %d: the built-in digits model has %s = %d",
+             dim ? "--dim" : "--hidden", dim ? a.spec.dim : a.spec.hidden,
+             dim ? "D" : "H", dim ? w->dim : w->hidden);
+    flowrt_weights_free(w);
+    return fg_cli_usage_error("sample: %s (give --weights for another model)", what);
+  }
   if (a.verbose)
     fprintf(stderr, "flowgen: weights %s: D=%d H=%d (%.1f ms)\n",
             a.weights ? a.weights : "(built-in digits model)", w->dim, w->hidden,

@@ -37,8 +37,10 @@ static const char *const nvrtc_names[] = {FG_NVRTC_FUNCTIONS(FG_NAME)};
 static const fg_cuda_api *load_cuda(flowgen_error *err) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    fg_fail(err, FLOWGEN_NO_DRIVER, "no CUDA driver found (libcuda.so.1: %s)",
-            dlerror());
+    /* dlerror() names the file it could not open. */
+    const char *why = dlerror();
+    fg_fail(err, FLOWGEN_NO_DRIVER, "no CUDA driver found (%s)",
+            why ? why : "libcuda.so.1: cannot be opened");
     return NULL;
   }
   fg_cuda_api api;

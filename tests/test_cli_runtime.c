@@ -1,12 +1,15 @@
-/* `flowgen sample` and `flowgen cache`, driven as a user would: through the
- * binary, checking exit codes, the one-line "flowgen: ..." messages, and the
- * files written (or, on failure, not written). */
+/* `flowgen sample` and `flowgen cache` (and the kernel options' refused
+ * combinations), driven as a user would: through the binary, checking exit
+ * codes, the one-line "flowgen: ..." messages, and the files written (or, on
+ * failure, not written). */
 #include "support.h"
 
 #include "flowrt.h"
 #include "npy.h"
+#include "safetensors.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +426,135 @@ static void test_sample_usage_errors(void **state) {
   expect_sample_fails(f, EXIT_USAGE, "-o", NULL, args);
 }
 
+/* Starting points must be finite: a NaN or an infinity in --x0 is refused
+ * with the file, the row and the column (a float64 beyond float32's range
+ * reads as an infinity). */
+static void test_sample_x0_not_finite(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2], path[PATH_SIZE];
+  float x0[4 * 3];
+  fg_test_fill_uniform(x0, 12, 5, 1.0f);
+  fg_test_path_join(path, f->dir, "nan.npy");
+  float saved = x0[1 * 3 + 2];
+  x0[1 * 3 + 2] = NAN;
+  write_npy(path, x0, 4, 3);
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+             path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, "nan.npy: row 1, column 2 is nan", "finite", args);
+
+  x0[1 * 3 + 2] = saved;
+  x0[3 * 3 + 0] = -INFINITY;
+  fg_test_path_join(path, f->dir, "inf.npy");
+  write_npy(path, x0, 4, 3);
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+             path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, "inf.npy: row 3, column 0 is -inf", NULL, args);
+
+  /* One row, as a vector: row 0. */
+  x0[3 * 3 + 0] = 0.5f;
+  x0[2] = INFINITY;
+  fg_test_path_join(path, f->dir, "vector.npy");
+  write_npy(path, x0, 1, 3);
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --device cpu -o '%s'", weights_path,
+             path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, "vector.npy: row 0, column 2 is inf", NULL, args);
+}
+
+/* The weights must be finite too; the message names the tensor and the
+ * element ([row, column] of a matrix). */
+static void test_sample_weights_not_finite(void **state) {
+  cli_fixture *f = *state;
+  size_t size = 0;
+  char *image = fg_test_read_file(weights_path, &size);
+  assert_non_null(image);
+  fg_st_file *file = NULL;
+  flowgen_error err;
+  if (fg_st_parse(image, size, "tiny", &file, &err)) fail_msg("%s", err.message);
+  const fg_st_tensor *w2 = fg_st_find(file, "velocity.2.weight");
+  assert_non_null(w2);
+  assert_int_equal(w2->dtype, FG_ST_F32);
+  const float nan = NAN;
+  memcpy((unsigned char *)w2->data + 4 * (1 * 5 + 3), &nan, 4); /* [1, 3] of 5 x 5 */
+  fg_st_free(file);
+  char path[PATH_SIZE], args[CMD_SIZE / 2];
+  fg_test_path_join(path, f->dir, "nan.safetensors");
+  fg_test_write_file(path, image, size);
+  free(image);
+  print_into(args, sizeof args, "--weights '%s' --device cpu --batch 2 -o '%s'", path, f->out);
+  expect_sample_fails(f, EXIT_INPUT, "nan.safetensors: tensor 'velocity.2.weight'",
+                      "nan at [1, 3]", args);
+}
+
+static void test_sample_x0_with_seed(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2], x0[PATH_SIZE];
+  fg_test_path_join(x0, data_dir, "tiny_f4.npy");
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --seed 3 --device cpu -o '%s'",
+             weights_path, x0, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--seed", "--x0", args);
+  print_into(args, sizeof args, "--weights '%s' --seed=3 --x0 '%s' --device cpu -o '%s'",
+             weights_path, x0, f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--seed", "--x0", args);
+}
+
+/* Without --weights the model is the built-in one (D=64, H=256): a --dim or
+ * --hidden that says otherwise is refused, not ignored. */
+static void test_sample_builtin_shape_flags(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2];
+  print_into(args, sizeof args, "--dim 32 --device cpu --batch 1 -o '%s'", f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--dim 32", "D = 64", args);
+  print_into(args, sizeof args, "--hidden=128 --device cpu --batch 1 -o '%s'", f->out);
+  expect_sample_fails(f, EXIT_USAGE, "--hidden 128", "H = 256", args);
+  /* The model's own shape is fine. */
+  print_into(args, sizeof args, "--dim 64 --hidden 256 --device cpu --batch 1 --steps 1 -o '%s'",
+             f->out);
+  expect_sample_ok(args);
+  int64_t rows = 0, cols = 0;
+  float *x = read_npy(f->out, &rows, &cols);
+  assert_int_equal(rows, 1);
+  assert_int_equal(cols, 64);
+  free(x);
+}
+
+/* Kernel options that cannot go together: --describe prints JSON, not PTX
+ * or a cubin; the host launcher is for nvcc builds of the .cu. */
+static void test_generate_refused_combinations(void **state) {
+  cli_fixture *f = *state;
+  static const struct {
+    const char *args, *part1, *part2;
+  } cases[] = {
+      {"--describe --emit ptx", "--describe", "--emit ptx"},
+      {"--emit=cubin --describe", "--describe", "--emit cubin"},
+      {"--emit ptx --host-launcher", "--host-launcher", "--emit ptx"},
+      {"--host-launcher --emit cubin", "--host-launcher", "--emit cubin"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    char args[CMD_SIZE / 2];
+    print_into(args, sizeof args, "--dim 4 --steps 2 %s -o '%s'", cases[i].args, f->out);
+    char *out = NULL, *err = NULL;
+    int rc = flowgen(&out, &err, "%s", args);
+    if (rc != EXIT_USAGE) fail_msg("%s: exit %d, expected %d: %s", args, rc, EXIT_USAGE, err);
+    expect_one_error_line(err, cases[i].part1, cases[i].part2);
+    assert_non_null(strstr(err, "(see flowgen --help)"));
+    assert_string_equal(out, "");
+    assert_false(fg_test_file_exists(f->out));
+    free(out);
+    free(err);
+  }
+  /* Each alone, and --emit cu with either, still works. */
+  const char *fine[] = {"--describe", "--describe --emit cu", "--host-launcher --emit cu"};
+  for (size_t i = 0; i < sizeof fine / sizeof *fine; ++i) {
+    char *out = NULL, *err = NULL;
+    int rc = flowgen(&out, &err, "--dim 4 --steps 2 %s -o '%s'", fine[i], f->out);
+    if (rc != 0) fail_msg("%s: exit %d: %s", fine[i], rc, err);
+    assert_true(fg_test_file_exists(f->out));
+    remove(f->out);
+    free(out);
+    free(err);
+  }
+}
+
 /* A shape flag at the end of the line, without its value, is a usage error. */
 static void test_sample_flag_without_value(void **state) {
   cli_fixture *f = *state;
@@ -435,6 +567,12 @@ static void test_sample_flag_without_value(void **state) {
   }
 }
 
+static int count_occurrences(const char *text, const char *part) {
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, part)); at += strlen(part)) ++n;
+  return n;
+}
+
 static void test_sample_gpu_without_gpu(void **state) {
   cli_fixture *f = *state;
   if (fg_test_have_gpu()) skip();
@@ -442,6 +580,56 @@ static void test_sample_gpu_without_gpu(void **state) {
   print_into(args, sizeof args, "--weights '%s' --device gpu --batch 4 -o '%s'", weights_path,
            f->out);
   expect_sample_fails(f, EXIT_DRIVER, "CUDA", NULL, args);
+  /* Where the driver library is missing, the message names it once (the
+   * loader's own text already names the file). */
+  char *out = NULL, *err = NULL;
+  assert_int_equal(flowgen(&out, &err, "sample %s", args), EXIT_DRIVER);
+  if (strstr(err, "no CUDA driver found"))
+    assert_int_equal(count_occurrences(err, "libcuda.so.1"), 1);
+  else
+    assert_true(count_occurrences(err, "libcuda.so.1") <= 1);
+  free(out);
+  free(err);
+}
+
+/* A usage error points to the --help that lists the flag: the kernel
+ * options', `flowgen sample --help` or `flowgen cache --help`. */
+static void test_usage_errors_name_their_help(void **state) {
+  (void)state;
+  static const struct {
+    const char *args, *help;
+  } cases[] = {
+      {"--frobnicate", "(see flowgen --help)"},
+      {"--dim", "(see flowgen --help)"},
+      {"sample --frobnicate -o x.npy", "(see flowgen sample --help)"},
+      {"sample -o x.npy --dim", "(see flowgen sample --help)"},
+      {"sample -o x.npy --device tpu", "(see flowgen sample --help)"},
+      {"sample --batch 2 --x0 x0.npy -o x.npy", "(see flowgen sample --help)"},
+      {"sample --weights", "(see flowgen sample --help)"},
+      {"sample --device cpu", "(see flowgen sample --help)"},
+      {"cache list extra", "(see flowgen cache --help)"},
+      {"cache warm --bogus", "(see flowgen cache --help)"},
+      {"cache warm --arch", "(see flowgen cache --help)"},
+      {"cache frobnicate", "(see flowgen cache --help)"},
+      {"cache dir --dir", "(see flowgen cache --help)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    char *out = NULL, *err = NULL;
+    int rc = flowgen(&out, &err, "%s", cases[i].args);
+    if (rc != EXIT_USAGE) fail_msg("%s: exit %d, expected 2: %s", cases[i].args, rc, err);
+    expect_one_error_line(err, cases[i].help, NULL);
+    free(out);
+    free(err);
+  }
+  /* Each help named exists. */
+  const char *helps[] = {"--help", "sample --help", "cache --help"};
+  for (size_t i = 0; i < sizeof helps / sizeof *helps; ++i) {
+    char *out = NULL, *err = NULL;
+    assert_int_equal(flowgen(&out, &err, "%s", helps[i]), 0);
+    assert_non_null(strstr(out, "usage: flowgen"));
+    free(out);
+    free(err);
+  }
 }
 
 static void test_sample_unwritable_output(void **state) {
@@ -639,8 +827,14 @@ int main(void) {
       CLI_TEST(test_sample_bad_weights),
       CLI_TEST(test_sample_bad_x0),
       CLI_TEST(test_sample_usage_errors),
+      CLI_TEST(test_sample_x0_not_finite),
+      CLI_TEST(test_sample_weights_not_finite),
+      CLI_TEST(test_sample_x0_with_seed),
+      CLI_TEST(test_sample_builtin_shape_flags),
+      CLI_TEST(test_generate_refused_combinations),
       CLI_TEST(test_sample_flag_without_value),
       CLI_TEST(test_sample_gpu_without_gpu),
+      CLI_TEST(test_usage_errors_name_their_help),
       CLI_TEST(test_sample_unwritable_output),
       CLI_TEST(test_cache_dir_follows_the_environment),
       CLI_TEST(test_cache_warm_list_clear),
