@@ -2,12 +2,16 @@
  * The checks mirror huggingface safetensors' read_metadata / validate. */
 #include "safetensors.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LENGTH_BYTES 8
 #define SHAPE_TEXT_MAX 128
@@ -67,7 +71,7 @@ static bool checked_mul(uint64_t a, uint64_t b, uint64_t *out) {
 typedef struct parser {
   const char *name;               /* the file, for messages */
   flowgen_error *err;
-  const unsigned char *data;      /* the data area */
+  const unsigned char *data;      /* the data area; NULL: still on disk */
   size_t data_size;
   fg_st_file *file;
 } parser;
@@ -181,7 +185,7 @@ static flowgen_status check_extent(const parser *p, fg_st_tensor *t,
                        p->data_size);
   t->offset = (size_t)range[0];
   t->size = (size_t)held;
-  t->data = p->data + t->offset;
+  t->data = p->data ? p->data + t->offset : NULL;
   return FLOWGEN_OK;
 }
 
@@ -397,25 +401,25 @@ static flowgen_status load_json(const unsigned char *text, size_t size,
   return FLOWGEN_OK;
 }
 
-flowgen_status fg_st_parse(const void *image, size_t size, const char *name,
-                           fg_st_file **out, flowgen_error *err) {
+/* The JSON header of header_size bytes, over a data area of data_size
+ * bytes at data (NULL: not read). */
+static flowgen_status parse_header(const unsigned char *json, size_t header_size,
+                                   const unsigned char *data, size_t data_size,
+                                   const char *name, fg_st_file **out,
+                                   flowgen_error *err) {
   *out = NULL;
-  if (!name) name = "<memory>";
-  const unsigned char *bytes = image;
-  size_t header_size = 0;
-  flowgen_status s = locate_header(bytes, size, name, &header_size, err);
-  if (s) return s;
   json_t *root = NULL;
-  s = load_json(bytes + LENGTH_BYTES, header_size, name, &root, err);
+  flowgen_status s = load_json(json, header_size, name, &root, err);
   if (s) return s;
   fg_st_file *file = calloc(1, sizeof *file);
   if (!file) {
     json_decref(root);
     return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory", name);
   }
+  file->fd = -1;
   file->header_size = header_size;
-  file->data_size = size - LENGTH_BYTES - header_size;
-  parser p = {name, err, bytes + LENGTH_BYTES + header_size, file->data_size, file};
+  file->data_size = data_size;
+  parser p = {name, err, data, data_size, file};
   s = parse_entries(&p, root);
   if (!s) s = check_layout(&p);
   json_decref(root);
@@ -427,8 +431,102 @@ flowgen_status fg_st_parse(const void *image, size_t size, const char *name,
   return FLOWGEN_OK;
 }
 
+flowgen_status fg_st_parse(const void *image, size_t size, const char *name,
+                           fg_st_file **out, flowgen_error *err) {
+  *out = NULL;
+  if (!name) name = "<memory>";
+  const unsigned char *bytes = image;
+  size_t header_size = 0;
+  flowgen_status s = locate_header(bytes, size, name, &header_size, err);
+  if (s) return s;
+  return parse_header(bytes + LENGTH_BYTES, header_size, bytes + LENGTH_BYTES + header_size,
+                      size - LENGTH_BYTES - header_size, name, out, err);
+}
+
+/* ---- a file on disk ----------------------------------------------------- */
+
+/* size bytes at offset; a file that ends sooner is an I/O error (it was
+ * cut while read: its size was checked against the header before). */
+static flowgen_status read_at(int fd, uint64_t offset, void *buf, size_t size,
+                              const char *path, flowgen_error *err) {
+  unsigned char *p = buf;
+  while (size > 0) {
+    ssize_t n = pread(fd, p, size, (off_t)offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
+                     n < 0 ? strerror(errno) : "the file got shorter while it was read");
+    p += n;
+    offset += (uint64_t)n;
+    size -= (size_t)n;
+  }
+  return FLOWGEN_OK;
+}
+
+/* O_NONBLOCK: opening a FIFO does not wait for a writer; it is refused
+ * with anything else that is not a regular file. */
+static flowgen_status open_regular(const char *path, int *fd, uint64_t *size,
+                                   flowgen_error *err) {
+  *fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (*fd < 0) return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(errno));
+  struct stat st;
+  int stat_errno = fstat(*fd, &st) != 0 ? errno : 0;
+  if (!stat_errno && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= SIZE_MAX) {
+    *size = (uint64_t)st.st_size;
+    return FLOWGEN_OK;
+  }
+  close(*fd);
+  *fd = -1;
+  return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
+                 stat_errno ? strerror(stat_errno)
+                 : S_ISDIR(st.st_mode) ? strerror(EISDIR)
+                 : S_ISREG(st.st_mode) ? "too large for this machine's address space"
+                                       : "not a regular file");
+}
+
+flowgen_status fg_st_open(const char *path, fg_st_file **out, flowgen_error *err) {
+  *out = NULL;
+  int fd = -1;
+  uint64_t size = 0;
+  flowgen_status s = open_regular(path, &fd, &size, err);
+  if (s) return s;
+  unsigned char length[LENGTH_BYTES];
+  size_t header_size = 0;
+  if (size >= LENGTH_BYTES) s = read_at(fd, 0, length, LENGTH_BYTES, path, err);
+  /* locate_header looks at the length's 8 bytes and the file's size only. */
+  if (!s) s = locate_header(length, (size_t)size, path, &header_size, err);
+  unsigned char *json = NULL;
+  if (!s && !(json = malloc(header_size ? header_size : 1)))
+    s = fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory for a %zu-byte header", path,
+                header_size);
+  if (!s) s = read_at(fd, LENGTH_BYTES, json, header_size, path, err);
+  if (!s)
+    s = parse_header(json, header_size, NULL, (size_t)size - LENGTH_BYTES - header_size,
+                     path, out, err);
+  free(json);
+  if (s) {
+    close(fd);
+    return s;
+  }
+  (*out)->fd = fd;
+  (*out)->path = path;
+  return FLOWGEN_OK;
+}
+
+flowgen_status fg_st_read_data(const fg_st_file *file, const fg_st_tensor *t,
+                               size_t offset, void *buf, size_t size,
+                               flowgen_error *err) {
+  if (t->data) {
+    memcpy(buf, t->data + offset, size);
+    return FLOWGEN_OK;
+  }
+  return read_at(file->fd, LENGTH_BYTES + file->header_size + t->offset + offset, buf,
+                 size, file->path, err);
+}
+
 void fg_st_free(fg_st_file *file) {
   if (!file) return;
+  if (file->fd >= 0) close(file->fd);
   for (size_t i = 0; i < file->tensor_count; ++i) {
     free(file->tensors[i].name);
     free(file->tensors[i].shape);

@@ -1,9 +1,12 @@
-/* A strict safetensors parser over an in-memory image.  Internal.
+/* A strict safetensors parser, over an image in memory or a file on disk.
+ * Internal.
  *
  * It accepts what the reference implementation (huggingface safetensors)
  * accepts and nothing more: the header's tensors, sorted by offset, tile the
  * data area exactly.  Every refusal is FLOWGEN_WEIGHTS with a message naming
- * the file, the tensor and the field. */
+ * the file, the tensor and the field.  A file on disk is judged by its
+ * header and size before any of its data is read, and then only the
+ * tensors asked for are read. */
 #ifndef FLOWGEN_SAFETENSORS_H
 #define FLOWGEN_SAFETENSORS_H
 
@@ -40,7 +43,8 @@ typedef struct fg_st_tensor {
   size_t ndim;
   uint64_t *shape;            /* ndim entries (NULL for a scalar) */
   uint64_t count;             /* product of shape */
-  const unsigned char *data;  /* inside the parsed image; may be unaligned */
+  const unsigned char *data;  /* inside the parsed image, may be unaligned;
+                                 NULL for a file (fg_st_read_data) */
   size_t size;                /* bytes */
   size_t offset;              /* from the start of the data area */
 } fg_st_tensor;
@@ -57,6 +61,8 @@ typedef struct fg_st_file {
   size_t metadata_count;
   size_t header_size;     /* bytes of JSON */
   size_t data_size;       /* bytes of the data area */
+  int fd;                 /* the open file (fg_st_open), else -1 */
+  const char *path;       /* that file, for messages */
 } fg_st_file;
 
 /* Parses image (size bytes; it must outlive *out, whose tensors point into
@@ -64,7 +70,20 @@ typedef struct fg_st_file {
 FG_HIDDEN flowgen_status fg_st_parse(const void *image, size_t size,
                                      const char *name, fg_st_file **out,
                                      flowgen_error *err);
-/* NULL is fine. */
+/* Opens the file at path and parses its header: the length, the JSON and
+ * the data area it describes against the file's size, reading nothing
+ * else.  The tensors' data is NULL; fg_st_read_data reads their bytes.
+ * The file stays open until fg_st_free; path must outlive *out.  What is
+ * not a regular file is refused (FLOWGEN_IO) without waiting on it. */
+FG_HIDDEN flowgen_status fg_st_open(const char *path, fg_st_file **out,
+                                    flowgen_error *err);
+/* Copies size bytes of t's data, from byte offset on, into buf: from the
+ * image, or read from the file (FLOWGEN_IO if that fails or comes short). */
+FG_HIDDEN flowgen_status fg_st_read_data(const fg_st_file *file,
+                                         const fg_st_tensor *t, size_t offset,
+                                         void *buf, size_t size,
+                                         flowgen_error *err);
+/* Closes the file, if any.  NULL is fine. */
 FG_HIDDEN void fg_st_free(fg_st_file *file);
 
 /* The tensor called name, or NULL. */

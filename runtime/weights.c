@@ -97,10 +97,10 @@ static uint32_t load_u32_le(const unsigned char *p) {
 }
 
 /* The file's bytes may sit at any alignment; they are read byte by byte. */
-static void convert_to_f32(const fg_st_tensor *t, float *out) {
-  const unsigned char *p = t->data;
-  for (uint64_t i = 0; i < t->count; ++i) {
-    switch (t->dtype) {
+static void convert_to_f32(fg_st_dtype dtype, const unsigned char *p, size_t count,
+                           float *out) {
+  for (size_t i = 0; i < count; ++i) {
+    switch (dtype) {
     case FG_ST_F16: out[i] = half_to_float(load_u16_le(p + 2 * i)); break;
     case FG_ST_BF16: out[i] = float_from_bits((uint32_t)load_u16_le(p + 2 * i) << 16); break;
     default: out[i] = float_from_bits(load_u32_le(p + 4 * i)); break;
@@ -243,6 +243,27 @@ static flowgen_status check_finite(const loader *l, const fg_st_tensor *t,
   return FLOWGEN_OK;
 }
 
+/* From a file, the bytes come a chunk at a time (whole elements), so the
+ * raw tensor is never held whole beside its fp32 copy. */
+#define CHUNK_BYTES 16384
+
+static flowgen_status convert_tensor(const loader *l, const fg_st_tensor *t, float *out) {
+  if (t->data) {
+    convert_to_f32(t->dtype, t->data, (size_t)t->count, out);
+    return FLOWGEN_OK;
+  }
+  unsigned char chunk[CHUNK_BYTES];
+  size_t width = fg_st_dtype_size(t->dtype), done = 0;
+  while (done < t->size) {
+    size_t n = t->size - done < CHUNK_BYTES ? t->size - done : CHUNK_BYTES;
+    flowgen_status s = fg_st_read_data(l->file, t, done, chunk, n, l->err);
+    if (s) return s;
+    convert_to_f32(t->dtype, chunk, n / width, out + done / width);
+    done += n;
+  }
+  return FLOWGEN_OK;
+}
+
 static flowgen_status load_tensor(const loader *l, const char *suffix,
                                   uint64_t rows, uint64_t cols, size_t ndim,
                                   const flowrt_weights *w, float *out) {
@@ -252,8 +273,8 @@ static flowgen_status load_tensor(const loader *l, const char *suffix,
   const uint64_t expected[2] = {rows, cols};
   if (!shape_equals(t, expected, ndim))
     return shape_mismatch(l, t, expected, ndim, w->dim, w->hidden);
-  convert_to_f32(t, out);
-  return check_finite(l, t, cols, out);
+  s = convert_tensor(l, t, out);
+  return s ? s : check_finite(l, t, cols, out);
 }
 
 static flowgen_status load_all(const loader *l, flowrt_weights *w) {
@@ -276,24 +297,21 @@ static flowgen_status check_expected(int dim, int hidden, flowgen_error *err) {
                               hidden ? hidden : FLOWGEN_HIDDEN_MIN, err);
 }
 
-flowgen_status flowrt_weights_parse(const void *data, size_t size,
-                                    const char *name, const char *prefix,
-                                    int dim, int hidden, flowrt_weights **out,
-                                    flowgen_error *err) {
-  *out = NULL;
-  if (!name) name = "<memory>";
-  if (!prefix) prefix = DEFAULT_PREFIX;
+static flowgen_status check_arguments(const char *prefix, int dim, int hidden,
+                                      flowgen_error *err) {
   if (strlen(prefix) > TENSOR_NAME_MAX - 16)
     return fg_fail(err, FLOWGEN_INVALID, "tensor prefix is too long (%zu bytes)",
                    strlen(prefix));
-  flowgen_status s = check_expected(dim, hidden, err);
-  if (s) return s;
-  fg_st_file *file;
-  s = fg_st_parse(data, size, name, &file, err);
-  if (s) return s;
+  return check_expected(dim, hidden, err);
+}
+
+/* The six tensors of a parsed (or opened) file, which it frees. */
+static flowgen_status load_from(fg_st_file *file, const char *name, const char *prefix,
+                                int dim, int hidden, flowrt_weights **out,
+                                flowgen_error *err) {
   loader l = {file, name, prefix, err};
   flowrt_weights *w = NULL;
-  s = resolve_shape(&l, &dim, &hidden);
+  flowgen_status s = resolve_shape(&l, &dim, &hidden);
   if (!s) s = flowrt_weights_alloc(dim, hidden, &w, err);
   if (!s) s = load_all(&l, w);
   fg_st_free(file);
@@ -305,19 +323,38 @@ flowgen_status flowrt_weights_parse(const void *data, size_t size,
   return FLOWGEN_OK;
 }
 
+flowgen_status flowrt_weights_parse(const void *data, size_t size,
+                                    const char *name, const char *prefix,
+                                    int dim, int hidden, flowrt_weights **out,
+                                    flowgen_error *err) {
+  *out = NULL;
+  if (!name) name = "<memory>";
+  if (!prefix) prefix = DEFAULT_PREFIX;
+  flowgen_status s = check_arguments(prefix, dim, hidden, err);
+  if (s) return s;
+  fg_st_file *file;
+  s = fg_st_parse(data, size, name, &file, err);
+  if (s) return s;
+  return load_from(file, name, prefix, dim, hidden, out, err);
+}
+
 /* ---- from a file -------------------------------------------------------- */
 
+/* The header and the file's size are checked before any data is read, and
+ * only the six tensors are read: a huge or hostile file costs neither time
+ * nor memory before it is refused, and other tensors in a checkpoint are
+ * not read at all. */
 flowgen_status flowrt_weights_load(const char *path, const char *prefix,
                                    int dim, int hidden, flowrt_weights **out,
                                    flowgen_error *err) {
   *out = NULL;
-  unsigned char *data = NULL;
-  size_t size = 0;
-  flowgen_status s = fg_read_file(path, &data, &size, err);
+  if (!prefix) prefix = DEFAULT_PREFIX;
+  flowgen_status s = check_arguments(prefix, dim, hidden, err);
   if (s) return s;
-  s = flowrt_weights_parse(data, size, path, prefix, dim, hidden, out, err);
-  free(data);
-  return s;
+  fg_st_file *file;
+  s = fg_st_open(path, &file, err);
+  if (s) return s;
+  return load_from(file, path, prefix, dim, hidden, out, err);
 }
 
 flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,

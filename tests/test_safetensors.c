@@ -7,10 +7,14 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- building images ---------------------------------------------------- */
 
@@ -998,6 +1002,133 @@ static void test_weights_load_io_errors(void **state) {
   free(dir);
 }
 
+/* ---- weights: a file is judged before it is read ------------------------ */
+
+#define GIB (1ull << 30)
+#define LOAD_RSS_MAX_KB (64 * 1024) /* the largest rise of peak memory allowed */
+#define LOAD_SECONDS_MAX 1.0
+
+static long peak_rss_kb(void) {
+  struct rusage ru;
+  assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+  return ru.ru_maxrss;
+}
+
+/* A file of `head` followed by zeros up to `size` bytes; the zeros are a
+ * hole (ftruncate): no disk, no time. */
+static void write_sparse(const char *path, const void *head, size_t head_size,
+                         unsigned long long size) {
+  fg_test_write_file(path, head, head_size);
+  assert_int_equal(truncate(path, (off_t)size), 0);
+}
+
+/* flowrt_weights_load of path: its status, and that it neither raised the
+ * process's peak memory by more than LOAD_RSS_MAX_KB nor took a second. */
+static flowgen_status load_cheaply(const char *path, flowrt_weights **w, flowgen_error *err) {
+  long before = peak_rss_kb();
+  double start = fg_test_now_seconds();
+  flowgen_status s = flowrt_weights_load(path, NULL, 0, 0, w, err);
+  double seconds = fg_test_now_seconds() - start;
+  long rise = peak_rss_kb() - before;
+  if (rise > LOAD_RSS_MAX_KB)
+    fail_msg("%s: loading raised peak memory by %ld KB (%s)", path, rise, err->message);
+  if (fg_test_timing_checks() && seconds > LOAD_SECONDS_MAX)
+    fail_msg("%s: loading took %.2f s", path, seconds);
+  return s;
+}
+
+static void test_weights_load_checks_before_reading(void **state) {
+  (void)state;
+  char *dir = fg_test_mkdtemp();
+  char path[4200];
+  flowgen_error err = {0};
+  flowrt_weights *w = (flowrt_weights *)1;
+
+  /* 1 GiB of zeros: a header length of 0, refused from its first 8 bytes. */
+  snprintf(path, sizeof path, "%s/zeros.safetensors", dir);
+  write_sparse(path, "", 0, GIB);
+  assert_int_equal(load_cheaply(path, &w, &err), FLOWGEN_WEIGHTS);
+  assert_null(w);
+  assert_message_has(&err, "zeros.safetensors: header is not valid JSON");
+
+  /* A good small model followed by 1 GiB: its size disagrees with its
+   * header, refused before the data is read. */
+  const char *const dtypes[] = {"F32", "F32", "F32", "F32", "F32", "F32"};
+  built_model m;
+  build_model(&m, "velocity.", 2, 3, dtypes, 0, 5);
+  snprintf(path, sizeof path, "%s/trailing.safetensors", dir);
+  write_sparse(path, m.image, m.size, m.size + GIB);
+  assert_int_equal(load_cheaply(path, &w, &err), FLOWGEN_WEIGHTS);
+  assert_message_has(&err, "trailing.safetensors: 1073741824 trailing bytes after the last tensor");
+  free_model(&m);
+
+  /* The six tensors and a 1 GiB tensor the model does not use: loaded,
+   * reading only the six. */
+  char header[1024];
+  size_t len = 0, offset = 0;
+  float values[128 / 4];
+  const char *shapes[6] = {"[3,3]", "[3]", "[3,3]", "[3]", "[2,3]", "[2]"};
+  const size_t bytes[6] = {36, 12, 36, 12, 24, 8};
+  len += (size_t)snprintf(header + len, sizeof header - len, "{");
+  for (int t = 0; t < 6; ++t) {
+    len += (size_t)snprintf(header + len, sizeof header - len,
+                            "\"velocity.%s\":{\"dtype\":\"F32\",\"shape\":%s,"
+                            "\"data_offsets\":[%zu,%zu]},",
+                            suffixes[t], shapes[t], offset, offset + bytes[t]);
+    offset += bytes[t];
+  }
+  len += (size_t)snprintf(header + len, sizeof header - len,
+                          "\"optimizer.moments\":{\"dtype\":\"U8\",\"shape\":[%llu],"
+                          "\"data_offsets\":[%zu,%llu]}}",
+                          GIB, offset, offset + GIB);
+  assert_true(len < sizeof header - 8 - sizeof values);
+  assert_int_equal(offset, sizeof values);
+  unsigned char head[1024 + 8 + 128];
+  for (int i = 0; i < 8; ++i) head[i] = (unsigned char)((uint64_t)len >> (8 * i));
+  memcpy(head + 8, header, len);
+  for (size_t i = 0; i < 32; ++i) values[i] = (float)i - 15.5f;
+  memcpy(head + 8 + len, values, sizeof values); /* x86: little-endian */
+  snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+  write_sparse(path, head, 8 + len + sizeof values, 8 + len + sizeof values + GIB);
+  if (load_cheaply(path, &w, &err) != FLOWGEN_OK) fail_msg("%s", err.message);
+  assert_int_equal(w->dim, 2);
+  assert_int_equal(w->hidden, 3);
+  const float *arrays[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  for (int t = 0, k = 0; t < 6; ++t)
+    for (size_t i = 0; i < bytes[t] / 4; ++i, ++k) assert_true(arrays[t][i] == values[k]);
+  flowrt_weights_free(w);
+
+  /* Cut short inside the six tensors: refused from the header and the
+   * size, as in memory. */
+  assert_int_equal(truncate(path, (off_t)(8 + len + 64)), 0);
+  assert_int_equal(load_cheaply(path, &w, &err), FLOWGEN_WEIGHTS);
+  assert_message_has(&err, "end past the data area");
+
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* What is not a regular file is refused at once: a FIFO without a writer
+ * does not block the load, a device is not read. */
+static void test_weights_load_not_a_file(void **state) {
+  (void)state;
+  char *dir = fg_test_mkdtemp();
+  char path[4200];
+  flowgen_error err = {0};
+  flowrt_weights *w = (flowrt_weights *)1;
+  snprintf(path, sizeof path, "%s/fifo.safetensors", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  alarm(60); /* a load that waits for a writer ends the test (SIGALRM) */
+  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  alarm(0);
+  assert_null(w);
+  assert_message_has(&err, "fifo.safetensors: not a regular file");
+  assert_int_equal(flowrt_weights_load("/dev/zero", NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  assert_message_has(&err, "/dev/zero: not a regular file");
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
 static void test_weights_alloc_and_free(void **state) {
   (void)state;
   flowrt_weights *w = NULL;
@@ -1052,6 +1183,8 @@ int main(void) {
       cmocka_unit_test(test_weights_inferred_out_of_range),
       cmocka_unit_test(test_weights_bad_container),
       cmocka_unit_test(test_weights_load_io_errors),
+      cmocka_unit_test(test_weights_load_checks_before_reading),
+      cmocka_unit_test(test_weights_load_not_a_file),
       cmocka_unit_test(test_weights_alloc_and_free),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
