@@ -9,6 +9,7 @@ BUILD    ?= build
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 
 VERSION  := $(shell sed -n 's/^\#define FLOWGEN_VERSION "\(.*\)"/\1/p' include/flowgen.h)
+SONAME   := libflowgen.so.$(firstword $(subst ., ,$(VERSION)))
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-missing-field-initializers
@@ -77,7 +78,7 @@ help:
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
 	@echo "make clean"
 
-lib: $(BUILD)/libflowgen.a
+lib: $(BUILD)/libflowgen.a $(BUILD)/libflowgen.so
 cli: $(BUILD)/flowgen
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h tests/fuzz/*.h bench/*.h)
@@ -110,6 +111,23 @@ $(BUILD)/obj/templates.o: $(BUILD)/templates.c gen/internal.h
 $(BUILD)/libflowgen.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
+
+# The shared library names Lua, jansson and libpng as NEEDED: Debian's
+# archives of them cannot go into a shared object (built as PIE: their
+# references to stdin/stdout/stderr are R_X86_64_PC32, refused by ld), so
+# `cc prog.c -lflowgen` needs nothing else at link time and the runtime
+# packages (liblua5.4-0, libjansson4, libpng16-16) at run time.  It exports
+# only the API of include/ (libflowgen.map): the library's internals stay
+# local.  -z defs: nothing left unresolved (not with the sanitizers, whose
+# runtime the program brings).
+SHARED_LIBS := -Wl,--as-needed -llua5.4 -ljansson -lpng16 -ldl -lm -lpthread -Wl,--no-as-needed
+$(BUILD)/libflowgen.so.$(VERSION): $(LIB_OBJ) libflowgen.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=libflowgen.map \
+	  $(if $(SANITIZE),,-Wl,-z,defs) $(ALL_LDFLAGS) $(LIB_OBJ) $(SHARED_LIBS) -o $@
+
+$(BUILD)/libflowgen.so: $(BUILD)/libflowgen.so.$(VERSION)
+	ln -sf libflowgen.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowgen.a
 	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
@@ -265,18 +283,24 @@ fuzz: fuzz-build
 	@$(foreach n,$(FUZZ_NAMES),$(call fuzz_run,$(n)) && ) echo "fuzz: no failures"
 
 # ---- install ----------------------------------------------------------------
-install: all
+# The shared library as libflowgen.so.X.Y.Z with the links libflowgen.so.X
+# (its soname) and libflowgen.so; the static one for `pkg-config --static`.
+install: cli lib
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/flowgen $(DESTDIR)$(PREFIX)/bin/flowgen
 	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libflowgen.a $(DESTDIR)$(PREFIX)/lib/libflowgen.a
+	install -m 755 $(BUILD)/libflowgen.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libflowgen.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libflowgen.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' flowgen.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/flowgen $(DESTDIR)$(PREFIX)/lib/libflowgen.a \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc \
+	  $(DESTDIR)$(PREFIX)/lib/libflowgen.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME) \
+	  $(DESTDIR)$(PREFIX)/lib/libflowgen.so $(DESTDIR)$(PREFIX)/lib/pkgconfig/flowgen.pc \
 	  $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/*.h)))
 
 clean:

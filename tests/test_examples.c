@@ -326,6 +326,114 @@ static void test_launcher_bench_builds(void **state) {
   free(err);
 }
 
+/* ---- an installed flowgen -------------------------------------------------- */
+
+static const char installed_program[] =
+    "#include <flowgen.h>\n"
+    "#include <stdio.h>\n"
+    "int main(void) {\n"
+    "  flowgen_spec spec;\n"
+    "  flowgen_spec_default(&spec);\n"
+    "  flowgen_kernel *k = NULL;\n"
+    "  flowgen_error err;\n"
+    "  if (flowgen_generate(&spec, NULL, &k, &err)) {\n"
+    "    fprintf(stderr, \"prog: %s\\n\", err.message);\n"
+    "    return 1;\n"
+    "  }\n"
+    "  printf(\"source: %zu bytes\\n\", flowgen_kernel_source_size(k));\n"
+    "  flowgen_kernel_free(k);\n"
+    "  return 0;\n"
+    "}\n";
+
+/* Runs command; fails with its output unless it exits 0.  Returns stdout. */
+static char *run_ok(const char *command) {
+  char *out = NULL, *err = NULL;
+  int rc = fg_test_run(command, &out, &err);
+  if (rc != 0) fail_msg("%s: exit %d\n%s%s", command, rc, out, err);
+  free(err);
+  return out;
+}
+
+/* `make install` into a temporary prefix; then a program builds with
+ * exactly `cc prog.c $(pkg-config --cflags --libs flowgen)` (the shared
+ * library, nothing else named) and runs; with `--static` it links the
+ * static library.  The shared library exports the API and nothing else. */
+static void test_installed_pkg_config_links(void **state) {
+  (void)state;
+  char prefix[PATH_BYTES], vars[COMMAND_BYTES], prog[PATH_BYTES], command[COMMAND_BYTES];
+  format(prefix, sizeof prefix, "%s/prefix", fx.tmp);
+  format(vars, sizeof vars, "install PREFIX='%s' BUILD='%s'%s", prefix, fx.build,
+#ifdef SANITIZE_FLAGS
+         " SANITIZE='" SANITIZE_FLAGS "'"
+#else
+         ""
+#endif
+  );
+  run_make(".", vars);
+  format(prog, sizeof prog, "%s/prog.c", fx.tmp);
+  fg_test_write_file(prog, installed_program, sizeof installed_program - 1);
+
+  /* The kernel the installed library renders is the CLI's, byte for byte. */
+  format(command, sizeof command, "'%s' | wc -c", fx.flowgen);
+  char *count = run_ok(command);
+  char want[64];
+  format(want, sizeof want, "source: %ld bytes\n", strtol(count, NULL, 10));
+  free(count);
+
+  format(command, sizeof command,
+         "cd '%s' && export PKG_CONFIG_PATH='%s/lib/pkgconfig' && "
+         "cc prog.c $(pkg-config --cflags --libs flowgen)%s -o prog && "
+         "LD_LIBRARY_PATH='%s/lib' ./prog",
+         fx.tmp, prefix,
+#ifdef SANITIZE_FLAGS
+         " " SANITIZE_FLAGS,
+#else
+         "",
+#endif
+         prefix);
+  char *out = run_ok(command);
+  assert_string_equal(out, want);
+  free(out);
+  format(command, sizeof command, "readelf -d '%s/prog'", fx.tmp);
+  out = run_ok(command);
+  assert_contains(out, "Shared library: [libflowgen.so.0]");
+  free(out);
+
+  /* The versioned file, its soname, and only flowgen_* and flowrt_*
+   * defined for others (Lua's, jansson's and the internals hidden). */
+  format(command, sizeof command, "readelf -d '%s/lib/libflowgen.so.%s'", prefix, FLOWGEN_VERSION);
+  out = run_ok(command);
+  assert_contains(out, "Library soname: [libflowgen.so.0]");
+  free(out);
+  format(command, sizeof command,
+         "nm -D --defined-only '%s/lib/libflowgen.so' | awk '{print $3}'", prefix);
+  out = run_ok(command);
+  int exported = 0;
+  for (char *line = out, *next; *line; line = next) {
+    next = strchr(line, '\n');
+    if (!next) fail_msg("unterminated nm output: %s", line);
+    *next++ = '\0';
+    if (strcmp(line, "FLOWGEN_0") == 0) continue; /* the version node */
+    if (strncmp(line, "flowgen_", 8) != 0 && strncmp(line, "flowrt_", 7) != 0)
+      fail_msg("libflowgen.so exports %s", line);
+    ++exported;
+  }
+  assert_true(exported >= 30);
+  free(out);
+
+#ifndef SANITIZE_FLAGS
+  /* The static library, with what Libs.private names. */
+  format(command, sizeof command,
+         "cd '%s' && export PKG_CONFIG_PATH='%s/lib/pkgconfig' && "
+         "cc -static prog.c $(pkg-config --cflags --libs --static flowgen) -o prog-static && "
+         "./prog-static",
+         fx.tmp, prefix);
+  out = run_ok(command);
+  assert_string_equal(out, want);
+  free(out);
+#endif
+}
+
 /* ---- jit_sample without a GPU -------------------------------------------- */
 
 static void test_jit_sample_usage_errors(void **state) {
@@ -492,12 +600,17 @@ static void test_embed_on_gpu(void **state) {
 }
 
 int main(void) {
+  /* FLOWGEN_TEST_FILTER=PATTERN runs only the tests it matches (a run of
+   * an example needs its build's test in the pattern too). */
+  const char *filter = getenv("FLOWGEN_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   /* In order: the builds first, the runs use what they built. */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jit_sample_builds),
       cmocka_unit_test(test_embed_builds),
       cmocka_unit_test(test_host_launcher_variants_build),
       cmocka_unit_test(test_launcher_bench_builds),
+      cmocka_unit_test(test_installed_pkg_config_links),
       cmocka_unit_test(test_jit_sample_usage_errors),
       cmocka_unit_test(test_jit_sample_bad_weights),
       cmocka_unit_test(test_jit_sample_without_gpu),
