@@ -526,6 +526,47 @@ static void test_embed_without_gpu(void **state) {
   free(err);
 }
 
+/* The README's jit_sample command, as written there (from the repository
+ * root): its weights file exists and loads; it samples and passes its
+ * check where there is a GPU, and stops at the GPU (exit 5) where not. */
+static void test_readme_jit_sample_command(void **state) {
+  (void)state;
+  require_jit_sample();
+  char path[PATH_BYTES];
+  format(path, sizeof path, "%s/README.md", fg_test_source_dir());
+  char *readme = fg_test_read_file(path, NULL);
+  assert_non_null(readme);
+  static const char program[] = "examples/build/jit_sample ";
+  const char *at = strstr(readme, program);
+  if (!at) fail_msg("README.md names no '%s...' command", program);
+  at += sizeof program - 1;
+  size_t n = strcspn(at, "`");
+  char args[COMMAND_BYTES];
+  format(args, sizeof args, "%.*s", (int)n, at);
+  for (char *c = args; *c; ++c)
+    if (*c == '\n') *c = ' ';
+  free(readme);
+  assert_contains(args, "--check");
+
+  char command[COMMAND_BYTES];
+  format(command, sizeof command, "cd '%s' && FLOWGEN_CACHE_DIR='%s/cache' '%s' %s",
+         fg_test_source_dir(), fx.tmp, fx.jit_sample, args);
+  char *out = NULL, *err = NULL;
+  int rc = fg_test_run(command, &out, &err);
+  char weights[PATH_BYTES];
+  format(weights, sizeof weights, "weights: %.*s (D=", (int)strcspn(args, " "), args);
+  if (!strstr(out, weights)) fail_msg("%s: exit %d, no '%s' in:\n%s%s", command, rc, weights, out, err);
+  if (fg_test_have_gpu()) {
+    if (rc != 0) fail_msg("%s: exit %d\n%s%s", command, rc, out, err);
+    assert_contains(out, "check:   relative L2 error vs fp64 reference");
+  } else {
+    assert_int_equal(rc, flowgen_exit_code(FLOWGEN_NO_DRIVER));
+    assert_one_line(err, "jit_sample");
+  }
+  free(out);
+  free(err);
+}
+
 /* ---- on a GPU --------------------------------------------------------------- */
 
 /* The line of out that starts with prefix (malloc()ed), for comparing runs. */
@@ -615,6 +656,7 @@ int main(void) {
       cmocka_unit_test(test_jit_sample_bad_weights),
       cmocka_unit_test(test_jit_sample_without_gpu),
       cmocka_unit_test(test_embed_without_gpu),
+      cmocka_unit_test(test_readme_jit_sample_command),
       cmocka_unit_test(test_jit_sample_on_gpu),
       cmocka_unit_test(test_embed_on_gpu),
   };
