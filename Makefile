@@ -198,9 +198,12 @@ tests: $(TESTS) $(BUILD)/flowgen
 
 # The fuzz targets' inputs that once failed, replayed through the targets'
 # own entry points (compiled without libFuzzer, each under its own name).
+# The targets get the CLI's argument parsing and `flowgen sample` (fuzz_cli
+# and fuzz_sample call them).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_CLI_OBJ := $(BUILD)/obj/gen/cli_args.o $(BUILD)/obj/gen/cli_sample.o
 FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz-replay/%.o,$(FUZZ_SRC)) \
-                   $(BUILD)/obj/gen/cli_args.o
+                   $(FUZZ_CLI_OBJ)
 
 $(BUILD)/obj/tests/fuzz-replay/%.o: tests/fuzz/%.c tests/fuzz/fuzz.h $(wildcard include/*.h gen/*.h runtime/*.h)
 	@mkdir -p $(dir $@)
@@ -256,8 +259,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   ?= -timeout=30
 FUZZ_BUILD   := build-fuzz
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
-# The CLI target prints each usage error: libFuzzer closes its stderr.
+# The CLI targets print each usage error: libFuzzer closes their stderr.
 FUZZ_FLAGS_cli := -close_fd_mask=2
+FUZZ_FLAGS_sample := -close_fd_mask=2
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) CFLAGS="-O1 -g -fno-omit-frame-pointer" \
@@ -266,8 +270,7 @@ fuzz-build:
 
 fuzz-targets: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
-# Every target gets the CLI's argument parsing (fuzz_cli calls it).
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/gen/cli_args.o $(BUILD)/libflowgen.a
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_CLI_OBJ) $(BUILD)/libflowgen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
 
