@@ -3,13 +3,20 @@
  * input that once made a target fail (tests/fuzz/regressions/<name>/) and
  * the seed corpus (tests/fuzz/corpus/<name>/).  A target checks its
  * invariants itself and aborts on a violation; under `make asan` the
- * sanitizers watch the replays too. */
+ * sanitizers watch the replays too.  Each input runs in a child process
+ * whose standard error is kept: the CLI targets print the usage errors
+ * their inputs are meant to cause, which are shown only if the input
+ * fails (with the invariant or sanitizer report that says why). */
 #include "support.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef int (*fuzz_entry)(const uint8_t *data, size_t size);
 
@@ -18,9 +25,33 @@ int fuzz_npy_one_input(const uint8_t *data, size_t size);
 int fuzz_cli_one_input(const uint8_t *data, size_t size);
 int fuzz_generate_one_input(const uint8_t *data, size_t size);
 int fuzz_cache_one_input(const uint8_t *data, size_t size);
+int fuzz_sample_one_input(const uint8_t *data, size_t size);
 
 static int compare_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* entry(data, size) in a child whose standard error goes to errors_path;
+ * fails the test, showing that output, unless the child returns 0 and
+ * exits 0 (exit(), not _exit(): LeakSanitizer runs then). */
+static void run_input(fuzz_entry entry, const uint8_t *data, size_t size,
+                      const char *input, const char *errors_path) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int fd = open(errors_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(125);
+    exit(entry(data, size) == 0 ? 0 : 124);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) assert_int_equal(errno, EINTR);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  char *errors = fg_test_read_file(errors_path, NULL);
+  print_error("%s", errors ? errors : "");
+  free(errors);
+  if (WIFSIGNALED(status)) fail_msg("%s: killed by signal %d", input, WTERMSIG(status));
+  fail_msg("%s: exit %d", input, WEXITSTATUS(status));
 }
 
 /* Replays every file of tests/fuzz/<kind>/<target>/ in name order; returns
@@ -45,6 +76,8 @@ static size_t replay_folder(const char *kind, const char *target,
   }
   closedir(d);
   qsort(names, count, sizeof *names, compare_names);
+  char *scratch = fg_test_mkdtemp(), errors_path[FG_TEST_PATH_SIZE];
+  fg_test_path_join(errors_path, scratch, "stderr");
   for (size_t i = 0; i < count; ++i) {
     char path[FG_TEST_PATH_SIZE];
     fg_test_path_join(path, dir, names[i]);
@@ -58,11 +91,13 @@ static size_t replay_folder(const char *kind, const char *target,
     memcpy(data, text, size);
     free(text);
     print_message("  %s/%s/%s (%zu bytes)\n", kind, target, names[i], size);
-    assert_int_equal(entry(data, size), 0);
+    run_input(entry, data, size, path, errors_path);
     free(data);
     free(names[i]);
   }
   free(names);
+  fg_test_rmtree(scratch);
+  free(scratch);
   return count;
 }
 
@@ -96,6 +131,11 @@ static void test_generate(void **state) {
 static void test_cache(void **state) {
   (void)state;
   replay("cache", fuzz_cache_one_input);
+}
+
+static void test_sample(void **state) {
+  (void)state;
+  replay("sample", fuzz_sample_one_input);
 }
 
 /* Found while fuzzing generation: --tune rows=36028797018963969 made the
@@ -157,6 +197,7 @@ int main(void) {
       cmocka_unit_test(test_cli),
       cmocka_unit_test(test_generate),
       cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_sample),
       cmocka_unit_test(test_launch_values_out_of_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
