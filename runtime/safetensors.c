@@ -313,6 +313,26 @@ static flowgen_status locate_header(const unsigned char *image, size_t size,
   return FLOWGEN_OK;
 }
 
+/* ---- reading a file ----------------------------------------------------- */
+
+/* size bytes at offset; a file that ends sooner is an I/O error (it was
+ * cut while read: its size was checked against the header before). */
+static flowgen_status read_at(int fd, uint64_t offset, void *buf, size_t size,
+                              const char *path, flowgen_error *err) {
+  unsigned char *p = buf;
+  while (size > 0) {
+    ssize_t n = pread(fd, p, size, (off_t)offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
+                     n < 0 ? strerror(errno) : "the file got shorter while it was read");
+    p += n;
+    offset += (uint64_t)n;
+    size -= (size_t)n;
+  }
+  return FLOWGEN_OK;
+}
+
 /* ---- JSON under memory pressure ----------------------------------------- */
 
 /* jansson (2.14 and older) does not check one allocation: the growth of its
@@ -326,11 +346,16 @@ static flowgen_status locate_header(const unsigned char *image, size_t size,
  * byte at a time and ends at once after the mark (no token is saved after
  * it), and a marked parse is refused as out of memory, whatever it gave. */
 typedef struct json_guard {
-  const unsigned char *text;
+  const unsigned char *text;  /* the header in memory, or NULL: */
+  int fd;                     /* read from the file after the length, */
+  const char *path;           /* a chunk at a time */
+  flowgen_error *io_err;      /* set where that read fails */
+  unsigned char chunk[4096];
+  size_t chunk_start, chunk_size;
   size_t size, fed;
   unsigned char *reserve;
   size_t reserve_size, reserve_used;
-  bool out_of_memory;
+  bool out_of_memory, io_failed;
 } json_guard;
 
 static json_malloc_t json_next_malloc;
@@ -363,18 +388,35 @@ static void install_json_hook(void) {
   json_set_alloc_funcs(json_malloc_hook, json_free_hook);
 }
 
+/* A header read from a file comes a chunk at a time, so that one which is
+ * not JSON is refused at its first bytes, however long it claims to be. */
 static size_t json_feed(void *buffer, size_t size, void *data) {
   json_guard *g = data;
-  if (g->out_of_memory || g->fed == g->size || size == 0) return 0;
-  *(unsigned char *)buffer = g->text[g->fed++];
+  if (g->out_of_memory || g->io_failed || g->fed == g->size || size == 0) return 0;
+  if (g->text) {
+    *(unsigned char *)buffer = g->text[g->fed++];
+    return 1;
+  }
+  if (g->fed == g->chunk_start + g->chunk_size) {
+    size_t n = g->size - g->fed < sizeof g->chunk ? g->size - g->fed : sizeof g->chunk;
+    if (read_at(g->fd, LENGTH_BYTES + (uint64_t)g->fed, g->chunk, n, g->path, g->io_err)) {
+      g->io_failed = true;
+      return 0;
+    }
+    g->chunk_start = g->fed;
+    g->chunk_size = n;
+  }
+  *(unsigned char *)buffer = g->chunk[g->fed++ - g->chunk_start];
   return 1;
 }
 
-static flowgen_status load_json(const unsigned char *text, size_t size,
+/* The header: text in memory, or (text NULL) in the file fd. */
+static flowgen_status load_json(const unsigned char *text, int fd, size_t size,
                                 const char *name, json_t **root,
                                 flowgen_error *err) {
   *root = NULL;
-  json_guard guard = {.text = text, .size = size, .reserve_size = 2 * size + 4096};
+  json_guard guard = {.text = text, .fd = fd, .path = name, .io_err = err, .size = size,
+                      .reserve_size = 2 * size + 4096};
   if (!(guard.reserve = malloc(guard.reserve_size)))
     return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory reading the header", name);
   pthread_once(&json_hook_once, install_json_hook);
@@ -387,6 +429,11 @@ static flowgen_status load_json(const unsigned char *text, size_t size,
   }
   json_parsing = NULL;
   free(guard.reserve);
+  if (guard.io_failed) {
+    json_decref(*root);
+    *root = NULL;
+    return FLOWGEN_IO; /* err says what */
+  }
   if (guard.out_of_memory || (!*root && json_error_code(&jerr) == json_error_out_of_memory))
     return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory reading the header", name);
   if (!*root)
@@ -401,15 +448,15 @@ static flowgen_status load_json(const unsigned char *text, size_t size,
   return FLOWGEN_OK;
 }
 
-/* The JSON header of header_size bytes, over a data area of data_size
- * bytes at data (NULL: not read). */
-static flowgen_status parse_header(const unsigned char *json, size_t header_size,
+/* The JSON header of header_size bytes (at json, or in the file fd), over
+ * a data area of data_size bytes at data (NULL: not read). */
+static flowgen_status parse_header(const unsigned char *json, int fd, size_t header_size,
                                    const unsigned char *data, size_t data_size,
                                    const char *name, fg_st_file **out,
                                    flowgen_error *err) {
   *out = NULL;
   json_t *root = NULL;
-  flowgen_status s = load_json(json, header_size, name, &root, err);
+  flowgen_status s = load_json(json, fd, header_size, name, &root, err);
   if (s) return s;
   fg_st_file *file = calloc(1, sizeof *file);
   if (!file) {
@@ -439,29 +486,12 @@ flowgen_status fg_st_parse(const void *image, size_t size, const char *name,
   size_t header_size = 0;
   flowgen_status s = locate_header(bytes, size, name, &header_size, err);
   if (s) return s;
-  return parse_header(bytes + LENGTH_BYTES, header_size, bytes + LENGTH_BYTES + header_size,
-                      size - LENGTH_BYTES - header_size, name, out, err);
+  return parse_header(bytes + LENGTH_BYTES, -1, header_size,
+                      bytes + LENGTH_BYTES + header_size, size - LENGTH_BYTES - header_size,
+                      name, out, err);
 }
 
 /* ---- a file on disk ----------------------------------------------------- */
-
-/* size bytes at offset; a file that ends sooner is an I/O error (it was
- * cut while read: its size was checked against the header before). */
-static flowgen_status read_at(int fd, uint64_t offset, void *buf, size_t size,
-                              const char *path, flowgen_error *err) {
-  unsigned char *p = buf;
-  while (size > 0) {
-    ssize_t n = pread(fd, p, size, (off_t)offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return fg_fail(err, FLOWGEN_IO, "%s: %s", path,
-                     n < 0 ? strerror(errno) : "the file got shorter while it was read");
-    p += n;
-    offset += (uint64_t)n;
-    size -= (size_t)n;
-  }
-  return FLOWGEN_OK;
-}
 
 /* O_NONBLOCK: opening a FIFO does not wait for a writer; it is refused
  * with anything else that is not a regular file. */
@@ -495,15 +525,9 @@ flowgen_status fg_st_open(const char *path, fg_st_file **out, flowgen_error *err
   if (size >= LENGTH_BYTES) s = read_at(fd, 0, length, LENGTH_BYTES, path, err);
   /* locate_header looks at the length's 8 bytes and the file's size only. */
   if (!s) s = locate_header(length, (size_t)size, path, &header_size, err);
-  unsigned char *json = NULL;
-  if (!s && !(json = malloc(header_size ? header_size : 1)))
-    s = fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory for a %zu-byte header", path,
-                header_size);
-  if (!s) s = read_at(fd, LENGTH_BYTES, json, header_size, path, err);
   if (!s)
-    s = parse_header(json, header_size, NULL, (size_t)size - LENGTH_BYTES - header_size,
+    s = parse_header(NULL, fd, header_size, NULL, (size_t)size - LENGTH_BYTES - header_size,
                      path, out, err);
-  free(json);
   if (s) {
     close(fd);
     return s;

@@ -1051,6 +1051,15 @@ static void test_weights_load_checks_before_reading(void **state) {
   assert_null(w);
   assert_message_has(&err, "zeros.safetensors: header is not valid JSON");
 
+  /* ... and with a length of almost 100 MB, the limit: refused at the
+   * header's first byte, not once it has been read. */
+  unsigned char length[8] = {0};
+  for (int i = 0; i < 8; ++i) length[i] = (unsigned char)((uint64_t)99999999 >> (8 * i));
+  snprintf(path, sizeof path, "%s/long_header.safetensors", dir);
+  write_sparse(path, length, sizeof length, GIB);
+  assert_int_equal(load_cheaply(path, &w, &err), FLOWGEN_WEIGHTS);
+  assert_message_has(&err, "long_header.safetensors: header is not valid JSON");
+
   /* A good small model followed by 1 GiB: its size disagrees with its
    * header, refused before the data is read. */
   const char *const dtypes[] = {"F32", "F32", "F32", "F32", "F32", "F32"};
