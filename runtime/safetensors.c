@@ -494,7 +494,8 @@ flowgen_status fg_st_parse(const void *image, size_t size, const char *name,
 /* ---- a file on disk ----------------------------------------------------- */
 
 /* O_NONBLOCK: opening a FIFO does not wait for a writer; it is refused
- * with anything else that is not a regular file. */
+ * with anything else that is not a regular file (a regular file is then
+ * read blocking, as usual). */
 static flowgen_status open_regular(const char *path, int *fd, uint64_t *size,
                                    flowgen_error *err) {
   *fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -502,6 +503,8 @@ static flowgen_status open_regular(const char *path, int *fd, uint64_t *size,
   struct stat st;
   int stat_errno = fstat(*fd, &st) != 0 ? errno : 0;
   if (!stat_errno && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= SIZE_MAX) {
+    int flags = fcntl(*fd, F_GETFL);
+    if (flags != -1) fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK);
     *size = (uint64_t)st.st_size;
     return FLOWGEN_OK;
   }
