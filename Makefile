@@ -66,7 +66,7 @@ demo: cli
 
 help:
 	@echo "make deps       install the Debian packages the build needs"
-	@echo "make            build the library and build/flowgen"
+	@echo "make            build the libraries (.a, .so) and build/flowgen"
 	@echo "make demo       write the default kernel and sample the demo model"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
@@ -75,7 +75,7 @@ help:
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
 	@echo "make valgrind   the tests under valgrind memcheck (make -j2: two at a time)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) (clang, build-fuzz/)"
-	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, library, pkg-config"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=: binary, headers, libraries, pkg-config"
 	@echo "make clean"
 
 lib: $(BUILD)/libflowgen.a $(BUILD)/libflowgen.so
