@@ -105,13 +105,15 @@ static void altered_templates(char out[PATH_SIZE], const char *dir,
   fg_test_write_template(out, file, text);
 }
 
-/* Files in dir whose name holds ".tmp." (the atomic writer's temporaries). */
+/* Files in dir that look like a writer's temporaries (".flowgen-*", or
+ * "*.tmp.*" as older writers named them). */
 static int count_temporaries(const char *dir) {
   DIR *d = opendir(dir);
   assert_non_null(d);
   int n = 0;
   struct dirent *e;
-  while ((e = readdir(d)) != NULL) n += strstr(e->d_name, ".tmp.") != NULL;
+  while ((e = readdir(d)) != NULL)
+    n += strstr(e->d_name, ".tmp.") != NULL || strncmp(e->d_name, ".flowgen-", 9) == 0;
   closedir(d);
   return n;
 }
