@@ -156,6 +156,45 @@ static int parse_long(const char *flag, const char *value, long long min,
   }
 }
 
+/* --png-shape HxW: the height and width of one sample's image, each 1 to
+ * 4096.  A value not of that form says what is missing or extra. */
+static int parse_png_shape(const char *value, int *height, int *width) {
+  const char *x = strchr(value, 'x');
+  const char *problem = !x                    ? "no 'x' between the height and the width"
+                        : x == value          ? "no height before the 'x'"
+                        : x[1] == '\0'        ? "no width after the 'x'"
+                        : strchr(x + 1, 'x') ? "more than one 'x'"
+                                              : NULL;
+  if (problem) {
+    char message[256];
+    snprintf(message, sizeof message,
+             "--png-shape: '%.64s' is not of the form HxW, e.g. 8x8 (%s)", value, problem);
+    return fg_cli_usage_error("%s", message);
+  }
+  const char *parts[2] = {value, x + 1};
+  const size_t lengths[2] = {(size_t)(x - value), strlen(x + 1)};
+  static const char *const names[2] = {"height", "width"};
+  long long n[2];
+  for (int k = 0; k < 2; ++k) {
+    char digits[32];
+    /* a longer part is no number in range either */
+    snprintf(digits, sizeof digits, "%.*s", (int)(lengths[k] < 31 ? lengths[k] : 31), parts[k]);
+    fg_parse_result r = lengths[k] > 31 && strspn(parts[k], "0123456789") >= lengths[k]
+                            ? FG_PARSE_OUT_OF_RANGE
+                            : fg_parse_int(lengths[k] > 31 ? "-" : digits, 1, 4096, &n[k]);
+    if (r != FG_PARSE_OK) {
+      char message[256];
+      snprintf(message, sizeof message, "--png-shape: the %s in '%.64s' is %s", names[k],
+               value, r == FG_PARSE_NOT_A_NUMBER ? "not a whole number"
+                                                 : "out of range (accepted: 1 to 4096)");
+      return fg_cli_usage_error("%s", message);
+    }
+  }
+  *height = (int)n[0];
+  *width = (int)n[1];
+  return 0;
+}
+
 int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
   flowgen_error err = {FLOWGEN_OK, ""};
   fg_cli_usage_command("flowgen sample");
@@ -200,14 +239,7 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
       a->png = value;
     } else if (VALUE("--png-shape")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      char *x = strchr(value, 'x'), h[16];
-      if (!x || x == value || (size_t)(x - value) >= sizeof h)
-        return fg_cli_usage_error("--png-shape: '%s' is not of the form HxW (e.g. 8x8)", value);
-      snprintf(h, sizeof h, "%.*s", (int)(x - value), value);
-      if (parse_long("--png-shape", h, 1, 4096, &n)) return 2;
-      a->png_height = (int)n;
-      if (parse_long("--png-shape", x + 1, 1, 4096, &n)) return 2;
-      a->png_width = (int)n;
+      if (parse_png_shape(value, &a->png_height, &a->png_width)) return 2;
     } else if (VALUE("--png-columns")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
       if (parse_long("--png-columns", value, 1, 1000, &n)) return 2;

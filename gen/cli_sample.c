@@ -28,7 +28,8 @@ static const char sample_usage[] =
     "                     from white to black)\n"
     "  --png-shape HxW    the image of one sample (default: square, sqrt(D))\n"
     "  --png-columns N    images per row of the grid (default: square grid)\n"
-    "  --png-scale N      pixels per value (default 4)\n"
+    "  --png-scale N      pixels per value (default 4); the picture may have\n"
+    "                     65535 pixels a side and 2^28 in all (else exit 2)\n"
     "  -v, --verbose      print the cache hit or miss and each phase's time\n"
     "  also: --solver, --precision, --name, --template-dir as for kernels\n";
 
@@ -141,24 +142,41 @@ static int integer_sqrt(int n) {
   return r;
 }
 
-static flowgen_status write_png(const fg_cli_sample_args *a, const float *x, int64_t batch,
-                                int dim, flowgen_error *err) {
-  fg_png_grid g = {.data = x, .count = batch, .dim = dim,
-                   .image_height = a->png_height, .image_width = a->png_width,
-                   .columns = a->png_columns, .scale = a->png_scale ? a->png_scale : 4,
-                   .low = -1.0f, .high = 1.0f};
-  if (!g.image_height) {
+/* The picture's layout, checked before any sampling: a shape that does not
+ * fit D or a picture over the cap is a usage error naming the flags. */
+static flowgen_status plan_png(const fg_cli_sample_args *a, int64_t batch, int dim,
+                               fg_png_grid *g, flowgen_error *err) {
+  *g = (fg_png_grid){.count = batch, .dim = dim,
+                     .image_height = a->png_height, .image_width = a->png_width,
+                     .columns = a->png_columns, .scale = a->png_scale ? a->png_scale : 4,
+                     .low = -1.0f, .high = 1.0f};
+  if (!g->image_height) {
     int side = integer_sqrt(dim);
     if (side * side != dim)
       return fg_fail(err, FLOWGEN_INVALID,
                      "--png: D = %d is not a square; give --png-shape HxW", dim);
-    g.image_height = g.image_width = side;
+    g->image_height = g->image_width = side;
+  } else if ((int64_t)g->image_height * g->image_width != dim) {
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "--png-shape %dx%d: a %d x %d image shows %lld values, but the "
+                   "samples have D = %d (H times W must be D)",
+                   g->image_height, g->image_width, g->image_height, g->image_width,
+                   (long long)g->image_height * g->image_width, dim);
   }
-  if (!g.columns) {
-    g.columns = integer_sqrt((int)(batch < 1000000 ? batch : 1000000));
-    if ((int64_t)g.columns * g.columns < batch) ++g.columns;
+  if (batch < 1)
+    return fg_fail(err, FLOWGEN_INVALID, "--png: no samples to draw (--batch 0)");
+  if (!g->columns) {
+    g->columns = integer_sqrt((int)(batch < 1000000 ? batch : 1000000));
+    if ((int64_t)g->columns * g->columns < batch) ++g->columns;
   }
-  return fg_png_write_grid(a->png, &g, err);
+  int64_t width = 0, height = 0;
+  if (fg_png_grid_size(g, &width, &height, err) == FLOWGEN_OK) return FLOWGEN_OK;
+  return fg_fail(err, FLOWGEN_INVALID,
+                 "--png: %lld samples make a picture of %lld x %lld pixels, over the "
+                 "limit of %d pixels a side and %lld in all: lower --png-scale or "
+                 "--batch, or change --png-columns",
+                 (long long)batch, (long long)width, (long long)height, FG_PNG_MAX_SIDE,
+                 (long long)FG_PNG_MAX_PIXELS);
 }
 
 int fg_cli_sample(int argc, char **argv) {
@@ -196,6 +214,8 @@ int fg_cli_sample(int argc, char **argv) {
   float *x0 = NULL, *x = NULL;
   int64_t batch = 0;
   st = starting_points(&a, w->dim, &x0, &batch, &err);
+  fg_png_grid grid = {0};
+  if (!st && a.png) st = plan_png(&a, batch, w->dim, &grid, &err);
   size_t n = (size_t)batch * (size_t)w->dim;
   if (!st && !(x = malloc(n ? n * sizeof(float) : 1)))
     st = fg_fail(&err, FLOWGEN_NOMEM, "out of memory");
@@ -215,7 +235,10 @@ int fg_cli_sample(int argc, char **argv) {
     if (!st && a.verbose && device == FG_CLI_DEVICE_CPU)
       fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
   }
-  if (!st && a.png) st = write_png(&a, x, batch, w->dim, &err);
+  if (!st && a.png) {
+    grid.data = x;
+    st = fg_png_write_grid(a.png, &grid, &err);
+  }
   if (!st && a.output) st = fg_npy_write(a.output, x, batch, w->dim, &err);
   free(x0);
   free(x);

@@ -2,6 +2,7 @@
  * Targets that are not regular files are written in place, never replaced;
  * links keep pointing where they did; a read-only file is refused; a set is
  * written whole or not at all; a killed run leaves nothing that stays.
+ * Also the picture's size cap and the --png-shape messages.
  *
  * The error paths use -Wl,--wrap mocks (tests/test_output.wrap): rename,
  * linkat and fsync fail or kill the process on request.  Device nodes are
@@ -10,6 +11,7 @@
 #include "support.h"
 
 #include "internal.h"
+#include "png_grid.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -747,6 +749,161 @@ static void test_cli_killed_mid_write_leaves_nothing(void **state) {
   EXPECT_ONLY(dir, "kept.cu");
 }
 
+/* ---- the picture --------------------------------------------------------------- */
+
+static fg_png_grid grid(int64_t count, int h, int w, int columns, int scale) {
+  return (fg_png_grid){.count = count, .dim = h * w, .image_height = h, .image_width = w,
+                       .columns = columns, .scale = scale, .low = -1.0f, .high = 1.0f};
+}
+
+/* Every product in 64 bits: the issue's picture (D = 1024 as 1024x1,
+ * scale 64, one column, 65473 samples) is 192 x 4295028864 pixels, not the
+ * 192 x 61568 that int arithmetic made of it; the cap holds to the pixel. */
+static void test_png_size_is_checked(void **state) {
+  (void)state;
+  int64_t w = 0, h = 0;
+  flowgen_error err;
+  fg_png_grid g = grid(65473, 1024, 1, 1, 64);
+  expect_error(fg_png_grid_size(&g, &w, &h, &err), &err, FLOWGEN_INVALID, "over the limit",
+               "4295028864");
+  assert_int_equal(w, 192);
+  assert_int_equal(h, 4295028864LL);
+  unsigned char *png = NULL;
+  size_t size = 0;
+  assert_int_equal(fg_png_encode_grid(&g, &png, &size, &err), FLOWGEN_INVALID);
+  assert_null(png);
+
+  /* One side: 65535 pixels pass, 65536 do not.  An h x w image at scale 1
+   * in c columns is c (w + 1) + 1 wide. */
+  g = grid(1, 1, 1, 32767, 1);
+  assert_int_equal(fg_png_grid_size(&g, &w, &h, &err), FLOWGEN_OK);
+  assert_int_equal(w, 65535);
+  assert_int_equal(h, 3);
+  g = grid(1, 1, 2, 21845, 1);
+  expect_error(fg_png_grid_size(&g, &w, &h, &err), &err, FLOWGEN_INVALID, "65536 x 3",
+               NULL);
+  assert_int_equal(w, 65536);
+
+  /* In all: 16384 x 16384 = 2^28 passes, 16384 x 16387 does not. */
+  g = grid(5461LL * 5461, 2, 2, 5461, 1);
+  assert_int_equal(fg_png_grid_size(&g, &w, &h, &err), FLOWGEN_OK);
+  assert_int_equal(w, 16384);
+  assert_int_equal(h, 16384);
+  g = grid(5461LL * 5462, 2, 2, 5461, 1);
+  expect_error(fg_png_grid_size(&g, &w, &h, &err), &err, FLOWGEN_INVALID, "16384 x 16387",
+               NULL);
+  /* 65535 x 8193: each side within the cap, not the whole. */
+  g = grid(32767LL * 4096, 1, 1, 32767, 1);
+  expect_error(fg_png_grid_size(&g, &w, &h, &err), &err, FLOWGEN_INVALID, "65535 x 8193",
+               NULL);
+
+  /* Products past 2^63 saturate instead of wrapping. */
+  g = grid(INT64_MAX, 1, 1, 1, 64);
+  g.image_height = 2147483647;
+  g.dim = 2147483647;
+  assert_int_equal(fg_png_grid_size(&g, &w, &h, &err), FLOWGEN_INVALID);
+  assert_int_equal(h, INT64_MAX);
+
+  /* Fields out of range. */
+  g = grid(2, 8, 8, 2, 1);
+  g.dim = 63;
+  expect_error(fg_png_grid_size(&g, &w, &h, &err), &err, FLOWGEN_INVALID, "8 x 8", NULL);
+  g = grid(0, 8, 8, 2, 1);
+  assert_int_equal(fg_png_grid_size(&g, &w, &h, &err), FLOWGEN_INVALID);
+  g = grid(2, 8, 8, 2, 0);
+  assert_int_equal(fg_png_grid_size(&g, &w, &h, &err), FLOWGEN_INVALID);
+}
+
+/* A small safetensors model of the seed contract, D x H, small values. */
+static void write_model(const char *path, int dim, int hidden) {
+  const long long shapes[6][2] = {{hidden, dim + 1}, {hidden, 1}, {hidden, hidden},
+                                  {hidden, 1},       {dim, hidden}, {dim, 1}};
+  static const char *const names[6] = {"0.weight", "0.bias", "2.weight",
+                                       "2.bias",   "4.weight", "4.bias"};
+  char header[2048];
+  size_t len = 0;
+  long long offset = 0;
+  len += (size_t)snprintf(header + len, sizeof header - len, "{");
+  for (int t = 0; t < 6; ++t) {
+    long long n = shapes[t][0] * shapes[t][1];
+    if (t % 2 == 0)
+      len += (size_t)snprintf(header + len, sizeof header - len,
+                              "%s\"velocity.%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],"
+                              "\"data_offsets\":[%lld,%lld]}",
+                              t ? "," : "", names[t], shapes[t][0], shapes[t][1], offset,
+                              offset + 4 * n);
+    else
+      len += (size_t)snprintf(header + len, sizeof header - len,
+                              ",\"velocity.%s\":{\"dtype\":\"F32\",\"shape\":[%lld],"
+                              "\"data_offsets\":[%lld,%lld]}",
+                              names[t], shapes[t][0], offset, offset + 4 * n);
+    offset += 4 * n;
+  }
+  len += (size_t)snprintf(header + len, sizeof header - len, "}");
+  assert_true(len < sizeof header);
+  size_t total = 8 + len + (size_t)offset;
+  unsigned char *file = malloc(total);
+  assert_non_null(file);
+  for (int i = 0; i < 8; ++i) file[i] = (unsigned char)((uint64_t)len >> (8 * i));
+  memcpy(file + 8, header, len);
+  float *values = malloc((size_t)offset);
+  assert_non_null(values);
+  fg_test_fill_uniform(values, (size_t)offset / 4, 7, 0.1f);
+  memcpy(file + 8 + len, values, (size_t)offset);
+  free(values);
+  fg_test_write_file(path, file, total);
+  free(file);
+}
+
+/* The issue's heap overflow: refused with exit 2 before any sampling, the
+ * flags named, no file. */
+static void test_cli_picture_over_the_cap(void **state) {
+  const char *dir = *state;
+  char model[PATH_SIZE], png[PATH_SIZE];
+  path_in(model, dir, "d1024.safetensors");
+  path_in(png, dir, "big.png");
+  write_model(model, 1024, 1);
+  cli_result r = flowgen("sample --weights '%s' --device cpu --steps 1 --png '%s' "
+                         "--png-shape 1024x1 --png-scale 64 --png-columns 1 --batch 65473",
+                         model, png);
+  expect_one_error_line(&r, 2, "--png-scale", "--batch");
+  assert_non_null(strstr(r.err, "192 x 4295028864"));
+  cli_free(&r);
+  EXPECT_ONLY(dir, "d1024.safetensors");
+  /* The cap is in the help. */
+  r = flowgen("sample --help");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "65535 pixels a side and 2^28 in all"));
+  cli_free(&r);
+}
+
+static void test_cli_png_shape_messages(void **state) {
+  const char *dir = *state;
+  char png[PATH_SIZE];
+  path_in(png, dir, "p.png");
+  static const struct {
+    const char *shape, *part1, *part2;
+  } cases[] = {
+      {"7x7", "D = 64", "7 x 7"},
+      {"8x", "HxW", "no width"},
+      {"x8", "HxW", "no height"},
+      {"8x8x8", "HxW", "more than one 'x'"},
+      {"64", "HxW", "e.g. 8x8"},
+      {"ax8", "height", "not a whole number"},
+      {"8x0", "width", "out of range"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    cli_result r = flowgen("sample --device cpu --batch 2 --png '%s' --png-shape %s", png,
+                           cases[i].shape);
+    expect_one_error_line(&r, 2, cases[i].part1, cases[i].part2);
+    /* The flag is blamed, not the output file. */
+    if (strncmp(r.err, "flowgen: --png-shape", 20) != 0 || strstr(r.err, png))
+      fail_msg("--png-shape %s: %s", cases[i].shape, r.err);
+    cli_free(&r);
+  }
+  EXPECT_ONLY(dir, "");
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -769,6 +926,9 @@ int main(void) {
       T(test_cli_read_only_output_is_refused),
       T(test_cli_long_output_name),
       T(test_cli_killed_mid_write_leaves_nothing),
+      T(test_png_size_is_checked),
+      T(test_cli_picture_over_the_cap),
+      T(test_cli_png_shape_messages),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
