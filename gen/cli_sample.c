@@ -25,7 +25,7 @@ static const char sample_usage[] =
     "                     reference; auto (default): gpu where there is one\n"
     "  -o, --output FILE  where the N x D float32 .npy goes\n"
     "  --png FILE         draw the samples as a grid of images (values -1 to 1\n"
-    "                     from white to black)\n"
+    "                     from white to black); with -o, both or neither\n"
     "  --png-shape HxW    the image of one sample (default: square, sqrt(D))\n"
     "  --png-columns N    images per row of the grid (default: square grid)\n"
     "  --png-scale N      pixels per value (default 4); the picture may have\n"
@@ -179,6 +179,33 @@ static flowgen_status plan_png(const fg_cli_sample_args *a, int64_t batch, int d
                  (long long)FG_PNG_MAX_PIXELS);
 }
 
+/* The picture and the array are encoded first, then written as a pair:
+ * both appear or neither does, and existing files survive a failure. */
+static flowgen_status write_outputs(const fg_cli_sample_args *a, fg_png_grid *g,
+                                    const float *x, int64_t batch, int dim,
+                                    flowgen_error *err) {
+  fg_output_file files[2];
+  size_t count = 0;
+  unsigned char *png = NULL, *npy = NULL;
+  size_t png_size = 0, npy_size = 0;
+  flowgen_status st = FLOWGEN_OK;
+  if (a->png) {
+    g->data = x;
+    st = fg_png_encode_grid(g, &png, &png_size, err);
+    if (st) fg_error_prefix(err, "%s", a->png);
+    files[count++] = (fg_output_file){a->png, png, png_size};
+  }
+  if (!st && a->output) {
+    st = fg_npy_format(x, batch, dim, &npy, &npy_size, err);
+    if (st) fg_error_prefix(err, "%s", a->output);
+    files[count++] = (fg_output_file){a->output, npy, npy_size};
+  }
+  if (!st) st = fg_write_files(files, count, err);
+  free(png);
+  free(npy);
+  return st;
+}
+
 int fg_cli_sample(int argc, char **argv) {
   fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
@@ -235,11 +262,7 @@ int fg_cli_sample(int argc, char **argv) {
     if (!st && a.verbose && device == FG_CLI_DEVICE_CPU)
       fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
   }
-  if (!st && a.png) {
-    grid.data = x;
-    st = fg_png_write_grid(a.png, &grid, &err);
-  }
-  if (!st && a.output) st = fg_npy_write(a.output, x, batch, w->dim, &err);
+  if (!st) st = write_outputs(&a, &grid, x, batch, w->dim, &err);
   free(x0);
   free(x);
   flowrt_weights_free(w);

@@ -345,18 +345,31 @@ static flowgen_status check_write_shape(int64_t rows, int64_t cols,
   return FLOWGEN_OK;
 }
 
-flowgen_status fg_npy_write(const char *path, const float *data, int64_t rows,
-                            int64_t cols, flowgen_error *err) {
+flowgen_status fg_npy_format(const float *data, int64_t rows, int64_t cols,
+                             unsigned char **image, size_t *size, flowgen_error *err) {
   flowgen_status s = check_write_shape(rows, cols, err);
   if (s) return s;
   unsigned char header[256];
   size_t header_size = format_header(header, sizeof header, rows, cols);
   size_t count = (size_t)rows * (size_t)cols;
-  unsigned char *image = malloc(header_size + 4 * count);
-  if (!image) return fg_fail(err, FLOWGEN_NOMEM, "%s: out of memory", path);
-  memcpy(image, header, header_size);
-  encode(data, count, image + header_size);
-  s = fg_write_file_atomic(path, image, header_size + 4 * count, err);
+  unsigned char *out = malloc(header_size + 4 * count);
+  if (!out) return fg_fail(err, FLOWGEN_NOMEM, "out of memory for %lld x %lld values",
+                           (long long)rows, (long long)cols);
+  memcpy(out, header, header_size);
+  encode(data, count, out + header_size);
+  *image = out;
+  *size = header_size + 4 * count;
+  return FLOWGEN_OK;
+}
+
+flowgen_status fg_npy_write(const char *path, const float *data, int64_t rows,
+                            int64_t cols, flowgen_error *err) {
+  unsigned char *image = NULL;
+  size_t size = 0;
+  flowgen_status s = fg_npy_format(data, rows, cols, &image, &size, err);
+  if (s == FLOWGEN_NOMEM) fg_error_prefix(err, "%s", path);
+  if (s) return s;
+  s = fg_write_file_atomic(path, image, size, err);
   free(image);
   return s;
 }

@@ -21,9 +21,14 @@ FG_HIDDEN flowgen_status fg_npy_parse(const void *buf, size_t len,
                                       const char *name, float **data,
                                       int64_t *rows, int64_t *cols,
                                       flowgen_error *err);
-/* Writes rows x cols floats (row-major) to path atomically: a temporary file
- * in the same folder, fsync, rename.  On failure nothing is left behind and
- * an existing file at path is untouched (FLOWGEN_IO naming path). */
+/* The .npy file of rows x cols floats (row-major), malloc()ed in *image
+ * (*size bytes). */
+FG_HIDDEN flowgen_status fg_npy_format(const float *data, int64_t rows, int64_t cols,
+                                       unsigned char **image, size_t *size,
+                                       flowgen_error *err);
+/* Writes rows x cols floats (row-major) to path atomically
+ * (fg_write_file_atomic).  On failure nothing is left behind and an
+ * existing file at path is untouched (FLOWGEN_IO naming path). */
 FG_HIDDEN flowgen_status fg_npy_write(const char *path, const float *data,
                                       int64_t rows, int64_t cols,
                                       flowgen_error *err);

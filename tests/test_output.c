@@ -11,11 +11,13 @@
 #include "support.h"
 
 #include "internal.h"
+#include "npy.h"
 #include "png_grid.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <png.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -904,6 +906,65 @@ static void test_cli_png_shape_messages(void **state) {
   EXPECT_ONLY(dir, "");
 }
 
+/* ---- the CLI: --png and -o as a pair -------------------------------------------- */
+
+static void png_size(const char *path, int *width, int *height) {
+  png_image image;
+  memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&image, path)) fail_msg("%s: %s", path, image.message);
+  *width = (int)image.width;
+  *height = (int)image.height;
+  png_image_free(&image);
+}
+
+static void test_cli_png_and_npy_as_a_pair(void **state) {
+  const char *dir = *state;
+  char png[PATH_SIZE], npy[PATH_SIZE], missing[PATH_SIZE];
+  path_in(png, dir, "digits.png");
+  path_in(npy, dir, "digits.npy");
+  path_in(missing, dir, "no/such/folder/x.npy");
+  static const char old_png[] = "an older picture";
+  static const char old_npy[] = "an older array";
+
+  /* -o into a missing folder: the existing picture survives, and a new
+   * one is not written. */
+  for (int existing = 0; existing < 2; ++existing) {
+    unlink(png);
+    if (existing) fg_test_write_file(png, old_png, sizeof old_png - 1);
+    cli_result r = flowgen("sample --device cpu --batch 3 --png '%s' -o '%s'", png, missing);
+    expect_one_error_line(&r, 1, missing, "No such file");
+    if (existing) expect_content(png, old_png);
+    else assert_false(fg_test_file_exists(png));
+    cli_free(&r);
+  }
+  /* A read-only -o: refused, and neither file changes. */
+  fg_test_write_file(npy, old_npy, sizeof old_npy - 1);
+  assert_int_equal(chmod(npy, 0444), 0);
+  cli_result r = flowgen("sample --device cpu --batch 3 --png '%s' -o '%s'", png, npy);
+  expect_one_error_line(&r, 1, npy, "Permission denied");
+  expect_content(png, old_png);
+  expect_content(npy, old_npy);
+  cli_free(&r);
+  /* Both written on success. */
+  assert_int_equal(chmod(npy, 0644), 0);
+  r = flowgen("sample --device cpu --batch 3 --seed 1 --png '%s' -o '%s'", png, npy);
+  assert_int_equal(r.code, 0);
+  assert_string_equal(r.err, "");
+  cli_free(&r);
+  int w = 0, h = 0;
+  png_size(png, &w, &h);
+  assert_int_equal(w, 2 * 32 + 3 * 4); /* 3 samples: 2 columns of 8x8 at scale 4 */
+  assert_int_equal(h, 2 * 32 + 3 * 4);
+  float *x = NULL;
+  int64_t rows = 0, cols = 0;
+  assert_int_equal(fg_npy_read(npy, &x, &rows, &cols, NULL), FLOWGEN_OK);
+  assert_int_equal(rows, 3);
+  assert_int_equal(cols, 64);
+  free(x);
+  EXPECT_ONLY(dir, "digits.png", "digits.npy");
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -929,6 +990,7 @@ int main(void) {
       T(test_png_size_is_checked),
       T(test_cli_picture_over_the_cap),
       T(test_cli_png_shape_messages),
+      T(test_cli_png_and_npy_as_a_pair),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
