@@ -3,9 +3,12 @@
  * and returns the status's documented exit code. */
 #include "cli.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: flowgen [options]                 write a specialized CUDA kernel\n"
@@ -57,6 +60,17 @@ static int write_output(const char *path, const void *data, size_t size) {
   return 0;
 }
 
+/* Whether output ("-" or a path) is a terminal. */
+static bool is_terminal(const char *output) {
+  if (strcmp(output, "-") == 0) return isatty(STDOUT_FILENO);
+  struct stat st;
+  if (stat(output, &st) != 0 || !S_ISCHR(st.st_mode)) return false;
+  int fd = open(output, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  bool tty = fd >= 0 && isatty(fd);
+  if (fd >= 0) close(fd);
+  return tty;
+}
+
 static int emit_compiled(const fg_cli_generate_args *a, const flowgen_kernel *k) {
   flowgen_error err = {FLOWGEN_OK, ""};
   void *image = NULL;
@@ -82,6 +96,12 @@ static int cmd_generate(int argc, char **argv) {
   if (a.help) fg_cli_usage(stdout);
   if (a.version) printf("flowgen %s\n", FLOWGEN_VERSION);
   if (code >= 0) return code;
+  /* A cubin on a terminal garbles it and helps no one (gzip refuses too). */
+  if (a.emit == FG_CLI_EMIT_CUBIN && !a.describe && is_terminal(a.output)) {
+    fprintf(stderr, "flowgen: --emit cubin: binary output is not written to a terminal; "
+                    "give -o FILE or redirect it\n");
+    return 2;
+  }
   flowgen_error err = {FLOWGEN_OK, ""};
   flowgen_kernel *k = NULL;
   if (flowgen_generate(&a.spec, &a.opts, &k, &err)) return fg_cli_fail(&err);

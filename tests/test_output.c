@@ -2,12 +2,13 @@
  * Targets that are not regular files are written in place, never replaced;
  * links keep pointing where they did; a read-only file is refused; a set is
  * written whole or not at all; a killed run leaves nothing that stays.
- * Also the picture's size cap and the --png-shape messages.
+ * Also the picture's size cap, the --png-shape messages, and binary output
+ * refused on a terminal.
  *
  * The error paths use -Wl,--wrap mocks (tests/test_output.wrap): rename,
  * linkat and fsync fail or kill the process on request.  Device nodes are
  * made in a temporary folder (mknod, root only: skipped otherwise). */
-#define _GNU_SOURCE /* AT_EMPTY_PATH */
+#define _GNU_SOURCE /* posix_openpt, AT_EMPTY_PATH */
 #include "support.h"
 
 #include "internal.h"
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <png.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -751,6 +753,68 @@ static void test_cli_killed_mid_write_leaves_nothing(void **state) {
   EXPECT_ONLY(dir, "kept.cu");
 }
 
+/* Binary output is not written to a terminal (stdout on a pseudo-terminal
+ * here); nothing reaches it. */
+static void test_cli_cubin_refused_on_a_terminal(void **state) {
+  const char *dir = *state;
+  char err_path[PATH_SIZE];
+  path_in(err_path, dir, "stderr");
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+    print_message("# no pseudo-terminal: %s: skipped\n", strerror(errno));
+    if (master >= 0) close(master);
+    skip();
+  }
+  char *slave_name = ptsname(master);
+  assert_non_null(slave_name);
+  char slave_path[256];
+  snprintf(slave_path, sizeof slave_path, "%s", slave_name);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setsid();
+    int slave = open(slave_path, O_RDWR);
+    int err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open("/dev/null", O_RDONLY);
+    if (slave < 0 || err_fd < 0 || in < 0) _exit(126);
+    dup2(in, 0);
+    dup2(slave, 1);
+    dup2(err_fd, 2);
+    execl(fg_test_flowgen_bin(), "flowgen", "--emit", "cubin", "--dim", "3", "--steps", "5",
+          (char *)NULL);
+    _exit(127);
+  }
+  /* Drain the terminal while the child runs. */
+  size_t received = 0;
+  int status = 0;
+  double t0 = fg_test_now_seconds();
+  for (;;) {
+    struct pollfd p = {master, POLLIN, 0};
+    if (poll(&p, 1, 50) > 0 && (p.revents & POLLIN)) {
+      char buf[4096];
+      ssize_t n = read(master, buf, sizeof buf);
+      if (n > 0) received += (size_t)n;
+    }
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (fg_test_now_seconds() - t0 > 120) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      fail_msg("flowgen --emit cubin on a terminal did not finish");
+    }
+  }
+  close(master);
+  char *err = fg_test_read_file(err_path, NULL);
+  assert_non_null(err);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
+    fail_msg("exit status %d, expected 2; stderr: %s", status, err);
+  assert_int_equal(received, 0);
+  assert_true(strncmp(err, "flowgen: --emit cubin", 21) == 0);
+  assert_non_null(strstr(err, "terminal"));
+  assert_non_null(strstr(err, "-o"));
+  free(err);
+}
+
 /* ---- the picture --------------------------------------------------------------- */
 
 static fg_png_grid grid(int64_t count, int h, int w, int columns, int scale) {
@@ -987,6 +1051,7 @@ int main(void) {
       T(test_cli_read_only_output_is_refused),
       T(test_cli_long_output_name),
       T(test_cli_killed_mid_write_leaves_nothing),
+      T(test_cli_cubin_refused_on_a_terminal),
       T(test_png_size_is_checked),
       T(test_cli_picture_over_the_cap),
       T(test_cli_png_shape_messages),
