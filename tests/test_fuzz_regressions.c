@@ -26,6 +26,7 @@ int fuzz_cli_one_input(const uint8_t *data, size_t size);
 int fuzz_generate_one_input(const uint8_t *data, size_t size);
 int fuzz_cache_one_input(const uint8_t *data, size_t size);
 int fuzz_sample_one_input(const uint8_t *data, size_t size);
+int fuzz_png_one_input(const uint8_t *data, size_t size);
 
 static int compare_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -138,6 +139,11 @@ static void test_sample(void **state) {
   replay("sample", fuzz_sample_one_input);
 }
 
+static void test_png(void **state) {
+  (void)state;
+  replay("png", fuzz_png_one_input);
+}
+
 /* Found while fuzzing generation: --tune rows=36028797018963969 made the
  * planner return rows_per_block = 2^55 + 1, which the library narrowed to
  * int (1) after its range checks.  plan.lua bounds --tune now; here a plan
@@ -198,6 +204,7 @@ int main(void) {
       cmocka_unit_test(test_generate),
       cmocka_unit_test(test_cache),
       cmocka_unit_test(test_sample),
+      cmocka_unit_test(test_png),
       cmocka_unit_test(test_launch_values_out_of_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
