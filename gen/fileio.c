@@ -19,10 +19,15 @@ fg_output_knobs fg_output_test_knobs = {FG_OUTPUT_STALE_SECONDS, false};
 
 flowgen_status fg_read_file(const char *path, unsigned char **data, size_t *size,
                             flowgen_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO would wait for a writer; the file is
+   * refused below unless regular, then read blocking. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return fg_fail(err, FLOWGEN_IO, "%s: %s", path, strerror(errno));
   struct stat st;
   int stat_errno = fstat(fd, &st) != 0 ? errno : 0;
+  if (!stat_errno && S_ISREG(st.st_mode) &&
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    stat_errno = errno;
   if (stat_errno || !S_ISREG(st.st_mode)) {
     close(fd);
     return fg_fail(err, FLOWGEN_IO, "%s: %s", path,

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -364,6 +366,14 @@ static void test_read_io_errors(void **state) {
   assert_message_has(&err, strerror(ENOENT));
   assert_int_equal(fg_npy_read(dir, &data, &rows, &cols, &err), FLOWGEN_IO);
   assert_message_has(&err, strerror(EISDIR));
+  /* A FIFO with no writer is refused at once, not waited on (alarm: a
+   * hang fails the test rather than stopping the run). */
+  snprintf(path, sizeof path, "%s/fifo.npy", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  alarm(10);
+  assert_int_equal(fg_npy_read(path, &data, &rows, &cols, &err), FLOWGEN_IO);
+  alarm(0);
+  assert_message_has(&err, "not a regular file");
   fg_test_rmtree(dir);
   free(dir);
 }
