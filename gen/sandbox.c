@@ -5,11 +5,14 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define HOOK_PERIOD 10000
 
@@ -75,33 +78,82 @@ static bool valid_template_name(const char *name) {
   return true;
 }
 
+typedef struct open_template {
+  int fd;
+  size_t size;
+  int error;  /* errno of a failed read */
+} open_template;
+
+/* Reads the open file into a string, in protected mode: whatever happens,
+ * the caller closes the file. */
+static int read_open_template(lua_State *L) {
+  open_template *f = lua_touserdata(L, 1);
+  luaL_Buffer b;
+  char *p = luaL_buffinitsize(L, &b, f->size);
+  size_t got = 0;
+  while (got < f->size) {
+    ssize_t n = read(f->fd, p + got, f->size - got);
+    if (n > 0) {
+      got += (size_t)n;
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      f->error = errno;
+      return 0;
+    }
+  }
+  luaL_pushresultsize(&b, got);
+  return 1;
+}
+
+/* A template from the folder, through a regular file only: a symbolic link
+ * could lead anywhere on the host, and opening a FIFO for reading would
+ * wait for a writer (O_NONBLOCK returns at once, then fstat refuses it). */
 static int read_from_dir(lua_State *L, const char *dir, const char *name) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
     lua_pushnil(L);
-    lua_pushfstring(L, "%s: cannot open template: %s", path, strerror(errno));
+    lua_pushfstring(L, "%s/%s: path too long", dir, name);
     return 2;
   }
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  size_t total = 0, n;
-  char chunk[8192];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    total += n;
-    if (total > FG_TEMPLATE_FILE_MAX) break;
-    luaL_addlstring(&b, chunk, n);
-  }
-  bool failed = ferror(f);
-  fclose(f);
-  if (failed || total > FG_TEMPLATE_FILE_MAX) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    struct stat st;
     lua_pushnil(L);
-    lua_pushfstring(L, "%s: %s", path,
-                    failed ? "read error" : "template is larger than 8 MiB");
+    if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+      lua_pushfstring(L, "%s: is a symbolic link (templates must be regular "
+                      "files in the template folder)", path);
+    else
+      lua_pushfstring(L, "%s: cannot open template: %s", path, strerror(e));
     return 2;
   }
-  luaL_pushresult(&b);
+  struct stat st;
+  const char *problem = NULL;
+  if (fstat(fd, &st) != 0)
+    problem = strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = "not a regular file (templates must be regular files in the "
+              "template folder)";
+  else if (st.st_size > (off_t)FG_TEMPLATE_FILE_MAX)
+    problem = "template is larger than 8 MiB";
+  if (problem) {
+    close(fd);
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, problem);
+    return 2;
+  }
+  open_template f = {fd, (size_t)st.st_size, 0};
+  lua_pushcfunction(L, read_open_template);
+  lua_pushlightuserdata(L, &f);
+  int status = lua_pcall(L, 1, 1, 0);
+  close(fd);
+  if (status != LUA_OK) return lua_error(L);
+  if (f.error) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: cannot read template: %s", path, strerror(f.error));
+    return 2;
+  }
   lua_pushstring(L, path);
   return 2;
 }

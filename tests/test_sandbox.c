@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,16 +43,13 @@ typedef struct run_result {
   double seconds;
 } run_result;
 
-static run_result run(const char *dir, uint64_t instructions, size_t memory) {
+static run_result run_with(const flowgen_options *opts) {
   run_result r = {FLOWGEN_OK, {FLOWGEN_OK, ""}, NULL, 0};
   flowgen_spec spec;
   flowgen_spec_default(&spec);
-  flowgen_options opts = {.template_dir = dir,
-                          .instruction_limit = instructions,
-                          .memory_limit = memory};
   flowgen_kernel *k = NULL;
   double t0 = fg_test_now_seconds();
-  r.status = flowgen_generate(&spec, &opts, &k, &r.err);
+  r.status = flowgen_generate(&spec, opts, &k, &r.err);
   r.seconds = fg_test_now_seconds() - t0;
   if (r.status == FLOWGEN_OK) {
     assert_non_null(k);
@@ -62,6 +60,13 @@ static run_result run(const char *dir, uint64_t instructions, size_t memory) {
     assert_int_equal(r.err.status, r.status);
   }
   return r;
+}
+
+static run_result run(const char *dir, uint64_t instructions, size_t memory) {
+  flowgen_options opts = {.template_dir = dir,
+                          .instruction_limit = instructions,
+                          .memory_limit = memory};
+  return run_with(&opts);
 }
 
 /* Runs generation from dir and checks the status and that the message holds
@@ -93,23 +98,27 @@ static char *expect_success(const char *dir) {
 
 /* Generation in a child process with a deadline, for templates that might
  * never return.  Fails the test if the child is still running after
- * `seconds` (it is killed); otherwise fills *status and message. */
-static void run_with_deadline(const char *dir, uint64_t instructions,
-                              double seconds, flowgen_status *status,
-                              char *message, size_t message_size) {
+ * `seconds` (it is killed); otherwise gives its status, message and time. */
+typedef struct deadline_result {
+  flowgen_status status;
+  double seconds;
+  char message[FLOWGEN_ERROR_MESSAGE_MAX];
+} deadline_result;
+
+static void run_with_deadline(const flowgen_options *opts, double seconds,
+                              deadline_result *out) {
   int fds[2];
   assert_int_equal(pipe(fds), 0);
+  double t0 = fg_test_now_seconds();
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
     flowgen_spec spec;
     flowgen_spec_default(&spec);
-    flowgen_options opts = {.template_dir = dir,
-                            .instruction_limit = instructions};
     flowgen_kernel *k = NULL;
     flowgen_error err = {FLOWGEN_OK, ""};
-    flowgen_status st = flowgen_generate(&spec, &opts, &k, &err);
+    flowgen_status st = flowgen_generate(&spec, opts, &k, &err);
     flowgen_kernel_free(k);
     int code = (int)st;
     ssize_t n = write(fds[1], &code, sizeof code);
@@ -119,30 +128,30 @@ static void run_with_deadline(const char *dir, uint64_t instructions,
   }
   close(fds[1]);
   if (!fg_test_timing_checks()) seconds *= 10;
-  double t0 = fg_test_now_seconds();
   int wstatus = 0;
   pid_t done = 0;
   while ((done = waitpid(pid, &wstatus, WNOHANG)) == 0 &&
          fg_test_now_seconds() - t0 < seconds) {
-    struct timespec nap = {0, 10 * 1000 * 1000};
+    struct timespec nap = {0, 5 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
+  out->seconds = fg_test_now_seconds() - t0;
   if (done == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &wstatus, 0);
     close(fds[0]);
-    fail_msg("generation still running after %.1f s: the instruction limit "
-             "(%llu) did not stop the template",
-             seconds, (unsigned long long)instructions);
+    fail_msg("generation still running after %.1f s: the sandbox's limits "
+             "did not stop the template",
+             seconds);
   }
   assert_int_equal(done, pid);
   assert_true(WIFEXITED(wstatus));
   int code = -1;
   assert_int_equal(read(fds[0], &code, sizeof code), (ssize_t)sizeof code);
-  ssize_t n = read(fds[0], message, message_size - 1);
-  message[n > 0 ? n : 0] = '\0';
+  ssize_t n = read(fds[0], out->message, sizeof out->message - 1);
+  out->message[n > 0 ? n : 0] = '\0';
   close(fds[0]);
-  *status = (flowgen_status)code;
+  out->status = (flowgen_status)code;
 }
 
 /* ---- what templates cannot reach --------------------------------------------- */
@@ -379,17 +388,18 @@ static void test_pattern_backtracking_is_capped(void **state) {
                          "| local s = string.rep('a', 3000)\n"
                          "| local found = string.find(s, '.-.-.-.-b')\n"
                          "$(tostring(found))\n");
-  flowgen_status st = FLOWGEN_OK;
-  char message[FLOWGEN_ERROR_MESSAGE_MAX];
-  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
+  flowgen_options opts = {.template_dir = dir,
+                          .instruction_limit = TEST_INSTRUCTIONS};
+  deadline_result r;
+  run_with_deadline(&opts, 3.0, &r);
   /* find() is plain text search in templates: nothing to backtrack. */
-  assert_int_equal(st, FLOWGEN_OK);
+  assert_int_equal(r.status, FLOWGEN_OK);
   /* and the pattern functions are not there at all */
   fg_test_write_template(dir, "file.cut",
                          "| local m = string.match('ab', '.-b')\n");
-  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
-  assert_int_equal(st, FLOWGEN_TEMPLATE);
-  assert_non_null(strstr(message, "file.cut:1:"));
+  run_with_deadline(&opts, 3.0, &r);
+  assert_int_equal(r.status, FLOWGEN_TEMPLATE);
+  assert_non_null(strstr(r.message, "file.cut:1:"));
 }
 
 /* Finalizers run with hooks off (Lua's GCTM): an endless __gc must not
@@ -400,10 +410,61 @@ static void test_endless_finalizer_is_capped(void **state) {
       dir, "file.cut",
       "| setmetatable({}, {__gc = function() while true do end end})\n"
       "done\n");
-  flowgen_status st = FLOWGEN_OK;
-  char message[FLOWGEN_ERROR_MESSAGE_MAX];
-  run_with_deadline(dir, TEST_INSTRUCTIONS, 3.0, &st, message, sizeof message);
-  (void)st; /* refusing the template or ignoring the finalizer are both fine */
+  flowgen_options opts = {.template_dir = dir,
+                          .instruction_limit = TEST_INSTRUCTIONS};
+  deadline_result r;
+  run_with_deadline(&opts, 3.0, &r);
+  (void)r; /* refusing the template or ignoring the finalizer are both fine */
+}
+
+/* ---- template files ------------------------------------------------------------- */
+
+/* A --template-dir is read only through regular files: a symbolic link
+ * (pointing outside, or anywhere) is refused, never followed. */
+static void test_template_symlinks_are_refused(void **state) {
+  const char *dir = *state;
+  char *outside = fg_test_mkdtemp();
+  fg_test_write_template(outside, "file.cut", "from outside\n");
+  char target[PATH_SIZE], link_path[PATH_SIZE];
+  fg_test_path_join(target, outside, "file.cut");
+  fg_test_path_join(link_path, dir, "file.cut");
+  assert_int_equal(unlink(link_path), 0);
+  assert_int_equal(symlink(target, link_path), 0);
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut", "symbolic link",
+                 NULL);
+  /* plan.lua too, and a link to a system file shows nothing of it. */
+  fg_test_path_join(link_path, dir, "plan.lua");
+  assert_int_equal(unlink(link_path), 0);
+  assert_int_equal(symlink("/etc/passwd", link_path), 0);
+  run_result r = run(dir, 0, 0);
+  assert_int_equal(r.status, FLOWGEN_TEMPLATE);
+  assert_non_null(strstr(r.err.message, "plan.lua"));
+  assert_non_null(strstr(r.err.message, "symbolic link"));
+  assert_null(strstr(r.err.message, "root"));
+  fg_test_rmtree(outside);
+  free(outside);
+}
+
+/* A FIFO (or any other file that is not a regular file) in the folder is
+ * refused at once: opening one for reading would wait for a writer. */
+static void test_template_fifo_is_refused(void **state) {
+  const char *dir = *state;
+  char path[PATH_SIZE];
+  fg_test_path_join(path, dir, "file.cut");
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  flowgen_options opts = {.template_dir = dir};
+  deadline_result r;
+  run_with_deadline(&opts, 3.0, &r);
+  if (r.status != FLOWGEN_TEMPLATE || !strstr(r.message, "file.cut") ||
+      !strstr(r.message, "not a regular file"))
+    fail_msg("%s: %s", flowgen_status_name(r.status), r.message);
+  /* a folder where plan.lua should be */
+  fg_test_path_join(path, dir, "plan.lua");
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(mkdir(path, 0700), 0);
+  expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "plan.lua", "not a regular file",
+                 NULL);
 }
 
 /* ---- error locations ---------------------------------------------------------- */
@@ -648,6 +709,8 @@ int main(void) {
       T(test_caps_are_per_generation),
       T(test_pattern_backtracking_is_capped),
       T(test_endless_finalizer_is_capped),
+      T(test_template_symlinks_are_refused),
+      T(test_template_fifo_is_refused),
       T(test_syntax_error_in_lua_line),
       T(test_bad_inline_expression),
       T(test_unprintable_value_names_template_line),
