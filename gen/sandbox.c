@@ -15,17 +15,57 @@
 #include <unistd.h>
 
 #define HOOK_PERIOD 10000
+/* The engine's own frames are skipped when an error names the template line
+ * that was running. */
+#define ENGINE_CHUNK "@gen/engine.lua"
+
+/* Why the latest allocation was refused. */
+typedef enum refusal {
+  REFUSED_NONE,    /* it was not, or Lua's retry after a collection worked */
+  REFUSED_BUDGET,  /* the memory limit */
+  REFUSED_SYSTEM,  /* the C allocator */
+} refusal;
 
 struct fg_sandbox {
   lua_State *L;
   size_t used, memory_limit;
   uint64_t instructions, instruction_limit;
-  bool memory_exceeded, instructions_exceeded;
-  bool out_of_memory;       /* the C allocator refused (not the cap) */
+  bool instructions_exceeded;
+  refusal last_refusal;
+  struct {                    /* the refused request, to know its retry */
+    void *ptr;
+    size_t osize, nsize;
+  } refused;
+  char refused_where[256];    /* the template line it was for */
   char limit_message[512];  /* where the instruction limit was first hit */
   char *template_dir;
   int engine_ref;
 };
+
+/* "file:line: " of the innermost template function running (else of the
+ * innermost Lua function); "" when there is none.  Reads debug information
+ * only, without allocating: usable in the allocator. */
+static void template_where(lua_State *L, char *buf, size_t size) {
+  lua_Debug ar;
+  buf[0] = '\0';
+  for (int level = 0; lua_getstack(L, level, &ar); ++level) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0) continue;
+    bool engine = strcmp(ar.source, ENGINE_CHUNK) == 0;
+    if (!engine || !buf[0])
+      snprintf(buf, size, "%s:%d: ", ar.short_src, ar.currentline);
+    if (!engine) return;
+  }
+}
+
+static void *refuse(fg_sandbox *sb, refusal why, void *ptr, size_t osize,
+                    size_t nsize) {
+  sb->last_refusal = why;
+  sb->refused.ptr = ptr;
+  sb->refused.osize = osize;
+  sb->refused.nsize = nsize;
+  if (sb->L) template_where(sb->L, sb->refused_where, sizeof sb->refused_where);
+  return NULL;
+}
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   fg_sandbox *sb = ud;
@@ -35,14 +75,19 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     sb->used -= old;
     return NULL;
   }
-  if (nsize > old && nsize - old > sb->memory_limit - sb->used) {
-    sb->memory_exceeded = true;
-    return NULL;
-  }
+  if (nsize > old && nsize - old > sb->memory_limit - sb->used)
+    return refuse(sb, REFUSED_BUDGET, ptr, osize, nsize);
   void *p = realloc(ptr, nsize);
-  if (p) sb->used = sb->used - old + nsize;
-  else sb->out_of_memory = true;
-  return p;
+  if (p) {
+    sb->used = sb->used - old + nsize;
+    if (sb->last_refusal && sb->refused.ptr == ptr &&
+        sb->refused.osize == osize && sb->refused.nsize == nsize)
+      sb->last_refusal = REFUSED_NONE;  /* Lua's retry worked */
+    return p;
+  }
+  /* Lua assumes that a block never fails to shrink: keep the larger one. */
+  if (nsize <= old) return ptr;
+  return refuse(sb, REFUSED_SYSTEM, ptr, osize, nsize);
 }
 
 static void count_hook(lua_State *L, lua_Debug *ar) {
@@ -211,8 +256,8 @@ static int load_engine(lua_State *L) {
   open_safe_libs(L);
   const fg_embedded_file *f = engine_file();
   if (!f) return luaL_error(L, "engine.lua is not built in");
-  if (luaL_loadbufferx(L, (const char *)f->data, f->size, "@gen/engine.lua",
-                       "t") != LUA_OK)
+  if (luaL_loadbufferx(L, (const char *)f->data, f->size, ENGINE_CHUNK, "t") !=
+      LUA_OK)
     return lua_error(L);
   lua_pushlightuserdata(L, sb);
   lua_pushcclosure(L, read_template, 1);
@@ -246,7 +291,7 @@ flowgen_status fg_sandbox_open(const char *template_dir,
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
     const char *message = lua_tostring(L, -1);
     flowgen_status st =
-        sb->out_of_memory
+        sb->last_refusal == REFUSED_SYSTEM
             ? fg_fail(err, FLOWGEN_NOMEM, "out of memory starting the template engine")
             : fg_fail(err, FLOWGEN_INTERNAL, "template engine: %s",
                       message ? message : "error object is not a string");
@@ -274,14 +319,18 @@ flowgen_status fg_sandbox_failure(fg_sandbox *sb, const char *message,
                                   flowgen_error *err) {
   if (sb->instructions_exceeded)
     return fg_fail(err, FLOWGEN_LIMIT, "%s", sb->limit_message);
-  if (sb->memory_exceeded)
-    return fg_fail(err, FLOWGEN_LIMIT,
-                   "template exceeded the memory limit (%zu MiB): %s",
-                   sb->memory_limit >> 20, message);
-  /* Lua's own message for a failed allocation, possibly with a template
-   * location in front; the flag tells it from a template's error() call. */
-  if (sb->out_of_memory && message && strstr(message, "not enough memory"))
-    return fg_fail(err, FLOWGEN_NOMEM, "out of memory rendering the templates: %s",
-                   message);
+  if (!message) message = "error object is not a string";
+  /* Lua's message for an allocation that failed even after a collection:
+   * the latest refusal says whose.  A refusal that the collection made good
+   * was cleared, and has no part in a later error. */
+  if (strstr(message, "not enough memory")) {
+    if (sb->last_refusal == REFUSED_BUDGET)
+      return fg_fail(err, FLOWGEN_LIMIT,
+                     "%stemplate exceeded the memory limit (%zu MiB)",
+                     sb->refused_where, sb->memory_limit >> 20);
+    if (sb->last_refusal == REFUSED_SYSTEM)
+      return fg_fail(err, FLOWGEN_NOMEM,
+                     "out of memory rendering the templates: %s", message);
+  }
   return fg_fail(err, FLOWGEN_TEMPLATE, "%s", message);
 }

@@ -467,6 +467,33 @@ static void test_template_fifo_is_refused(void **state) {
                  NULL);
 }
 
+/* ---- each error as what it is ------------------------------------------------- */
+
+/* An allocation the memory limit refuses, after which Lua's emergency
+ * collection makes room and the template goes on: the template's own later
+ * error is reported as itself, not as the memory limit. */
+static void test_error_after_a_refused_allocation(void **state) {
+  const char *dir = *state;
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local live, mb = {}, string.rep('x', 1000000)\n"
+      "| for i = 1, 8 do live[i] = mb .. i end\n"
+      "| for i = 1, 20 do local garbage = mb .. i end\n"
+      "| error('custom failure')\n");
+  run_result r = run(dir, 0, 16u << 20);
+  if (r.status != FLOWGEN_TEMPLATE ||
+      !strstr(r.err.message, "file.cut:4: custom failure"))
+    fail_msg("%s: %s", flowgen_status_name(r.status),
+             r.status ? r.err.message : r.source);
+  /* and a real shortage still reads as one */
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local live = {}\n"
+      "| for i = 1, 40 do live[i] = string.rep('x', 1000000) .. i end\n");
+  expect_failure(dir, 0, 16u << 20, FLOWGEN_LIMIT, "memory limit (16 MiB)",
+                 "file.cut:2:", NULL);
+}
+
 /* ---- error locations ---------------------------------------------------------- */
 
 static void test_syntax_error_in_lua_line(void **state) {
@@ -711,6 +738,7 @@ int main(void) {
       T(test_endless_finalizer_is_capped),
       T(test_template_symlinks_are_refused),
       T(test_template_fifo_is_refused),
+      T(test_error_after_a_refused_allocation),
       T(test_syntax_error_in_lua_line),
       T(test_bad_inline_expression),
       T(test_unprintable_value_names_template_line),
