@@ -3,7 +3,8 @@
 --
 -- It runs the planner (plan.lua) and renders the kernel templates (*.cut),
 -- each in its own sandbox environment: no io, os, package, debug, load or
--- pcall; only text chunks; the C side caps instructions and memory.
+-- pcall; only text chunks; the C side caps instructions, memory, time and
+-- the length of strings (gen/sandbox.c).
 --
 -- Template syntax (*.cut):
 --   | lua code          a line whose first non-blank character is '|'
@@ -12,7 +13,10 @@
 -- One template line becomes one Lua line, so errors carry the template's own
 -- line numbers.
 
-local read_template = ...  -- C function: name -> text, chunkname | nil, message
+-- read_template: C function, name -> text, chunkname | nil, message.
+-- library: the sandbox's find, rep and table functions (gen/sandbox_lib.c),
+-- which count their work against the time limit.
+local read_template, library = ...
 local str = string  -- the full string library, for the engine's own use
 
 local engine = {}
@@ -74,21 +78,21 @@ local function copy(t, names)
 end
 
 -- No Lua patterns in templates: their backtracking runs in C, out of reach
--- of the instruction limit.  find() is plain text search.
+-- of the instruction limit.  find() is plain text search, rep() checks the
+-- size first: both the sandbox's.
 local safe_string = copy(string, {"byte", "char", "format", "len", "lower",
-  "rep", "reverse", "sub", "upper", "pack", "packsize", "unpack"})
-local string_find = string.find
-safe_string.find = function(s, text, init)
-  return string_find(s, text, init, true)
-end
+  "reverse", "sub", "upper", "pack", "packsize", "unpack"})
+safe_string.find = library.find
+safe_string.rep = library.rep
 
 -- String methods ("x"):upper() go through the string metatable: give it the
 -- same subset (the C side hides the metatable itself).
 local string_metatable = getmetatable("")
 string_metatable.__index = safe_string
 string_metatable.__metatable = false
-local safe_table = copy(table, {"concat", "insert", "move", "remove", "sort",
-  "unpack", "pack"})
+local safe_table = copy(library, {"concat", "insert", "move", "remove", "sort",
+  "unpack"})
+safe_table.pack = table.pack
 local safe_math = copy(math, {"abs", "ceil", "floor", "fmod", "huge", "max",
   "maxinteger", "min", "mininteger", "modf", "pi", "sqrt", "tointeger", "type",
   "ult", "exp", "log"})
@@ -150,25 +154,37 @@ local function compile_text_line(line)
   return "_out(" .. table.concat(parts, ", ") .. ")"
 end
 
--- Template text -> Lua source with the same line numbers.
+-- Template text -> Lua source with the same line numbers, as a list of
+-- pieces (one string of it all could pass the sandbox's length limit).
 local function compile_template(text, chunkname)
-  local out, n = {}, 0
-  if str.sub(text, -1) ~= "\n" then text = text .. "\n" end
-  for line in str.gmatch(text, "([^\n]*)\n") do
-    n = n + 1
+  local lines, rest = {}, 1  -- the last line may lack its "\n"
+  for line, after in str.gmatch(text, "([^\n]*)\n()") do
+    lines[#lines + 1], rest = line, after
+  end
+  if rest <= #text then lines[#lines + 1] = str.sub(text, rest) end
+  local out = {}
+  for n, line in ipairs(lines) do
     line = str.gsub(line, "\r$", "")
     local code = str.match(line, "^%s*|(.*)$")
-    if code then
-      out[n] = code
-    else
-      local lua, message = compile_text_line(line)
-      if not lua then
+    if not code then
+      local message
+      code, message = compile_text_line(line)
+      if not code then
         error(string.format("%s:%d: %s", str.sub(chunkname, 2), n, message), 0)
       end
-      out[n] = lua
     end
+    out[n] = code .. "\n"  -- never empty: "" would end load()'s reading
   end
-  return table.concat(out, "\n")
+  return out
+end
+
+-- A load() reader that gives the pieces in turn.
+local function reader(pieces)
+  local i = 0
+  return function()
+    i = i + 1
+    return pieces[i]
+  end
 end
 
 -- ---- rendering --------------------------------------------------------------
@@ -190,7 +206,8 @@ local function text_of(v)
   error("$(...) evaluated to " .. t, 2)
 end
 
--- load() with the chunk's file named in every error.
+-- load() with the chunk's file named in every error; source is the text or
+-- a reader of it.
 local function load_chunk(source, chunkname, env)
   local chunk, message = load(source, chunkname, "t", env)
   if not chunk then
@@ -204,7 +221,7 @@ end
 -- Renders template `name` with `vars` visible as globals; appends to `buf`.
 local function render_into(buf, name, vars)
   local text, chunkname = load_file(name)
-  local source = compile_template(text, chunkname)
+  local source = reader(compile_template(text, chunkname))
   local env = base_env()
   for k, v in next, vars do env[k] = v end
   env._out = function(...)
@@ -272,8 +289,6 @@ local function plain_variants(plan)
   return out
 end
 
--- Entry point from C: returns true, source, variants | false, message,
--- refused (a planner's refusal of the shape rather than a template error).
 -- "key=value,..." -> table, for the planner (which has no patterns and
 -- refuses keys it does not know); an entry of another form, or a key
 -- given twice, is refused here.  Empty entries (",,") are skipped.
@@ -293,13 +308,17 @@ local function parse_tune(text)
   return t
 end
 
+-- Entry point from C: returns true, source pieces (C joins them: the
+-- whole could pass the length limit of a string), variants | false,
+-- message, refused (a planner's refusal of the shape rather than a template
+-- error).
 function engine.generate(spec)
   local ok, source, variants = xpcall(function()
     spec.tune = parse_tune(spec.tune)
     local plan = make_plan(spec)
     local buf = {}
     render_into(buf, plan.template, {spec = spec, plan = plan})
-    return table.concat(buf), plain_variants(plan)
+    return buf, plain_variants(plan)
   end, function(e)
     if getmetatable(e) == Refusal then return e end
     return type(e) == "string" and e or ("error object is a " .. type(e))

@@ -114,6 +114,36 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
   return FLOWGEN_OK;
 }
 
+/* ---- the rendered source --------------------------------------------------- */
+
+/* Joins the pieces the engine rendered (a list of strings, on top). */
+static flowgen_status join_source(lua_State *L, flowgen_kernel *k,
+                                  flowgen_error *err) {
+  size_t count = lua_rawlen(L, -1), size = 0;
+  for (size_t i = 1; i <= count; ++i) {
+    bool text = lua_rawgeti(L, -1, (lua_Integer)i) == LUA_TSTRING;
+    size_t n = text ? lua_rawlen(L, -1) : 0;
+    lua_pop(L, 1);
+    if (!text || n > SIZE_MAX - 1 - size)
+      return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned no source");
+    size += n;
+  }
+  if (!(k->source = malloc(size + 1)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  char *at = k->source;
+  for (size_t i = 1; i <= count; ++i) {
+    lua_rawgeti(L, -1, (lua_Integer)i);
+    size_t n = 0;
+    const char *piece = lua_tolstring(L, -1, &n);
+    memcpy(at, piece, n);
+    at += n;
+    lua_pop(L, 1);
+  }
+  *at = '\0';
+  k->source_size = size;
+  return FLOWGEN_OK;
+}
+
 /* ---- generate -------------------------------------------------------------- */
 
 typedef struct engine_call {
@@ -122,7 +152,8 @@ typedef struct engine_call {
   const flowgen_options *opts;
 } engine_call;
 
-/* engine.generate(spec) -> ok, source or message, variants or refused.
+/* engine.generate(spec) -> ok, source pieces or message, variants or
+ * refused.
  * Called through lua_pcall: building the spec table allocates, and an
  * allocation failure outside protected mode would be a panic. */
 static int call_engine(lua_State *L) {
@@ -150,15 +181,12 @@ static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
       return fg_fail(err, FLOWGEN_UNSUPPORTED, "%s", msg);
     return fg_sandbox_failure(sb, msg, err);
   }
-  size_t size = 0;
-  const char *src = lua_tolstring(L, -2, &size);
-  if (!src || lua_type(L, -1) != LUA_TTABLE)
+  if (lua_type(L, -2) != LUA_TTABLE || lua_type(L, -1) != LUA_TTABLE)
     return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned no source");
-  if (!(k->source = malloc(size + 1)))
-    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  memcpy(k->source, src, size + 1);
-  k->source_size = size;
-  return read_variants(L, k, err);
+  lua_pushvalue(L, -2);
+  flowgen_status st = join_source(L, k, err);
+  lua_pop(L, 1);
+  return st ? st : read_variants(L, k, err);
 }
 
 flowgen_status flowgen_generate(const flowgen_spec *spec,
@@ -176,9 +204,13 @@ flowgen_status flowgen_generate(const flowgen_spec *spec,
   locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   locale_t previous = c_locale ? uselocale(c_locale) : (locale_t)0;
   fg_sandbox *sb = NULL;
-  st = fg_sandbox_open(opts ? opts->template_dir : NULL,
-                       opts ? opts->instruction_limit : 0,
-                       opts ? opts->memory_limit : 0, &sb, err);
+  fg_sandbox_limits limits = {0, 0, 0};
+  if (opts) {
+    limits.instructions = opts->instruction_limit;
+    limits.memory = opts->memory_limit;
+    limits.time_ms = opts->time_limit_ms;
+  }
+  st = fg_sandbox_open(opts ? opts->template_dir : NULL, &limits, &sb, err);
   if (!st) st = run_engine(sb, spec, opts, k, err);
   fg_sandbox_close(sb);
   if (c_locale) {

@@ -1,7 +1,10 @@
-/* The Lua state behind generation.  Caps: an allocator that refuses past a
- * byte budget, and a count hook that stops the VM past an instruction
- * budget.  Libraries: base, string, table, math, utf8 only; the engine
- * (gen/engine.lua) builds each template's environment from them. */
+/* The Lua state behind generation.  Limits: an allocator that refuses past
+ * a byte budget and any string longer than FG_STRING_MAX; a count hook that
+ * stops the VM past an instruction budget or the time limit; the library
+ * functions that can run long in C count their work (fg_sandbox_charge,
+ * sandbox_lib.c) and so read the clock as they go.  Libraries: base, string,
+ * table, math, utf8 only; the engine (gen/engine.lua) builds each template's
+ * environment from them. */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -12,10 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#define HOOK_PERIOD 10000
-/* The engine's own frames are skipped when an error names the template line
+/* Instructions between two calls of the hook, which reads the clock.  One
+ * instruction on strings of FG_STRING_MAX bytes can take milliseconds (a
+ * '<' of two strings of zero bytes runs strcoll a byte at a time): the
+ * period keeps the time past the limit to a fraction of a second.  Any
+ * count hook slows every instruction a little; this period, against one of
+ * 10000, costs nothing measurable more in rendering the largest shape. */
+#define HOOK_PERIOD 100
+/* Charged units (sandbox_lib.c) and allocated bytes between two readings
+ * of the clock: well under a millisecond of work. */
+#define WORK_PERIOD (1u << 20)
+/* The engine's own frames are skipped when a limit names the template line
  * that was running. */
 #define ENGINE_CHUNK "@gen/engine.lua"
 
@@ -30,21 +43,32 @@ struct fg_sandbox {
   lua_State *L;
   size_t used, memory_limit;
   uint64_t instructions, instruction_limit;
-  bool instructions_exceeded;
+  uint32_t time_limit_ms;
+  struct timespec deadline;   /* CLOCK_MONOTONIC */
+  size_t work;                /* charged since the clock was last read */
+  size_t string_header;       /* bytes of a string object besides its text */
+  bool probing_strings;       /* the next string allocation measures that */
+  bool stopped;               /* a limit was hit: every instruction fails */
   refusal last_refusal;
   struct {                    /* the refused request, to know its retry */
     void *ptr;
     size_t osize, nsize;
   } refused;
   char refused_where[256];    /* the template line it was for */
-  char limit_message[512];  /* where the instruction limit was first hit */
+  char limit_message[512];    /* which limit stopped the templates, where */
   char *template_dir;
   int engine_ref;
 };
 
+static fg_sandbox *sandbox_of(lua_State *L) {
+  void *ud = NULL;
+  lua_getallocf(L, &ud);
+  return ud;
+}
+
 /* "file:line: " of the innermost template function running (else of the
  * innermost Lua function); "" when there is none.  Reads debug information
- * only, without allocating: usable in the allocator. */
+ * only, without allocating: usable in the allocator and in the hook. */
 static void template_where(lua_State *L, char *buf, size_t size) {
   lua_Debug ar;
   buf[0] = '\0';
@@ -57,6 +81,96 @@ static void template_where(lua_State *L, char *buf, size_t size) {
   }
 }
 
+static bool past_deadline(const fg_sandbox *sb) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > sb->deadline.tv_sec ||
+         (now.tv_sec == sb->deadline.tv_sec &&
+          now.tv_nsec >= sb->deadline.tv_nsec);
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+/* Records the limit that stops the templates (the first one hit) and makes
+ * every later instruction fail with it: no handler can go on. */
+static void stop(fg_sandbox *sb, const char *where, const char *fmt, ...)
+    FG_PRINTF(3, 4);
+static void stop(fg_sandbox *sb, const char *where, const char *fmt, ...) {
+  if (sb->stopped) return;
+  sb->stopped = true;
+  int n = snprintf(sb->limit_message, sizeof sb->limit_message, "%s", where);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(sb->limit_message + n, sizeof sb->limit_message - (size_t)n, fmt,
+            ap);
+  va_end(ap);
+  lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static void stop_for_time(fg_sandbox *sb, const char *where) {
+  stop(sb, where, "template exceeded the time limit (%u ms); does it loop "
+       "forever?", sb->time_limit_ms);
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  fg_sandbox *sb = sandbox_of(L);
+  if (!sb->stopped) {
+    sb->instructions += HOOK_PERIOD;
+    char where[256];
+    if (sb->instructions > sb->instruction_limit) {
+      template_where(L, where, sizeof where);
+      stop(sb, where, "template exceeded the instruction limit (%llu); does "
+           "it loop forever?", (unsigned long long)sb->instruction_limit);
+    } else if (past_deadline(sb)) {
+      template_where(L, where, sizeof where);
+      stop_for_time(sb, where);
+    } else {
+      return;
+    }
+  }
+  lua_pushstring(L, sb->limit_message);
+  lua_error(L);
+}
+
+/* Work counted in C: past the deadline, the templates stop. */
+static bool charge_work(fg_sandbox *sb, size_t units) {
+  sb->work = units < WORK_PERIOD ? sb->work + units : WORK_PERIOD;
+  if (sb->work < WORK_PERIOD) return false;
+  sb->work = 0;
+  return sb->L && past_deadline(sb);
+}
+
+void fg_sandbox_charge(lua_State *L, size_t units) {
+  fg_sandbox *sb = sandbox_of(L);
+  if (!sb->stopped) {
+    if (!charge_work(sb, units)) return;
+    char where[256];
+    template_where(L, where, sizeof where);
+    stop_for_time(sb, where);
+  }
+  lua_pushstring(L, sb->limit_message);
+  lua_error(L);
+}
+
+int fg_sandbox_string_error(lua_State *L, const char *what, size_t bytes) {
+  fg_sandbox *sb = sandbox_of(L);
+  char where[256];
+  template_where(L, where, sizeof where);
+  if (bytes > sb->memory_limit)
+    stop(sb, where, "template exceeded the memory limit (%zu MiB): %s would "
+         "make a string of %zu bytes or more", sb->memory_limit >> 20, what,
+         bytes);
+  else
+    stop(sb, where, "template exceeded the memory limit of one string "
+         "(%u MiB): %s would make one of %zu bytes or more",
+         FG_STRING_MAX >> 20, what, bytes);
+  lua_pushstring(L, sb->limit_message);
+  return lua_error(L);
+}
+
+/* ---- the allocator ---------------------------------------------------- */
+
 static void *refuse(fg_sandbox *sb, refusal why, void *ptr, size_t osize,
                     size_t nsize) {
   sb->last_refusal = why;
@@ -67,6 +181,11 @@ static void *refuse(fg_sandbox *sb, refusal why, void *ptr, size_t osize,
   return NULL;
 }
 
+/* When ptr is NULL, osize is the type of the object Lua makes. */
+static bool is_new_string(const void *ptr, size_t osize) {
+  return !ptr && osize == LUA_TSTRING;
+}
+
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   fg_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
@@ -75,8 +194,29 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     sb->used -= old;
     return NULL;
   }
-  if (nsize > old && nsize - old > sb->memory_limit - sb->used)
-    return refuse(sb, REFUSED_BUDGET, ptr, osize, nsize);
+  if (nsize > old) {
+    if (nsize - old > sb->memory_limit - sb->used)
+      return refuse(sb, REFUSED_BUDGET, ptr, osize, nsize);
+    if (is_new_string(ptr, osize)) {
+      if (sb->probing_strings) {
+        sb->string_header = nsize;  /* minus the probe's length, by the caller */
+        sb->probing_strings = false;
+      } else if (nsize - sb->string_header > FG_STRING_MAX + 1 && sb->L) {
+        /* It can never fit: the templates stop here (Lua raises its
+         * out-of-memory error, then the hook the limit's). */
+        char where[256];
+        template_where(sb->L, where, sizeof where);
+        stop(sb, where, "template exceeded the memory limit of one string "
+             "(%u MiB)", FG_STRING_MAX >> 20);
+        return NULL;
+      }
+    }
+    if (charge_work(sb, nsize - old) && !sb->stopped) {
+      char where[256];
+      template_where(sb->L, where, sizeof where);
+      stop_for_time(sb, where);
+    }
+  }
   void *p = realloc(ptr, nsize);
   if (p) {
     sb->used = sb->used - old + nsize;
@@ -90,27 +230,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return refuse(sb, REFUSED_SYSTEM, ptr, osize, nsize);
 }
 
-static void count_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  fg_sandbox *sb = NULL;
-  lua_getallocf(L, (void **)&sb);
-  sb->instructions += HOOK_PERIOD;
-  if (sb->instructions > sb->instruction_limit) {
-    if (!sb->instructions_exceeded) {
-      sb->instructions_exceeded = true;
-      luaL_where(L, 0); /* the function running: the template */
-      snprintf(sb->limit_message, sizeof sb->limit_message,
-               "%stemplate exceeded the instruction limit (%llu); does it "
-               "loop forever?",
-               lua_tostring(L, -1), (unsigned long long)sb->instruction_limit);
-      lua_pop(L, 1);
-      /* From now on stop at every instruction: no handler can go on. */
-      lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-    }
-    lua_pushstring(L, sb->limit_message);
-    lua_error(L);
-  }
-}
+/* ---- template files -------------------------------------------------- */
 
 static bool valid_template_name(const char *name) {
   if (!*name || name[0] == '.') return false;
@@ -181,7 +301,7 @@ static int read_from_dir(lua_State *L, const char *dir, const char *name) {
     problem = "not a regular file (templates must be regular files in the "
               "template folder)";
   else if (st.st_size > (off_t)FG_TEMPLATE_FILE_MAX)
-    problem = "template is larger than 8 MiB";
+    problem = "template is larger than 1 MiB";
   if (problem) {
     close(fd);
     lua_pushnil(L);
@@ -205,7 +325,7 @@ static int read_from_dir(lua_State *L, const char *dir, const char *name) {
 
 /* read_template(name) -> text, chunkname | nil, message */
 static int read_template(lua_State *L) {
-  fg_sandbox *sb = lua_touserdata(L, lua_upvalueindex(1));
+  fg_sandbox *sb = sandbox_of(L);
   const char *name = luaL_checkstring(L, 1);
   if (!valid_template_name(name)) {
     lua_pushnil(L);
@@ -224,6 +344,8 @@ static int read_template(lua_State *L) {
   lua_pushfstring(L, "templates/%s: no such built-in template", name);
   return 2;
 }
+
+/* ---- the state ----------------------------------------------------------- */
 
 static void open_safe_libs(lua_State *L) {
   static const luaL_Reg libs[] = {
@@ -248,33 +370,61 @@ static const fg_embedded_file *engine_file(void) {
   return NULL;
 }
 
-/* Opens the libraries, then runs engine.lua with read_template as its
- * argument and keeps its table.  In protected mode: an allocation failure
- * is an error, not a panic. */
+/* A string object's size besides its text, measured on one: the allocator
+ * then knows a string's length from the size asked for it. */
+static void probe_string_header(lua_State *L, fg_sandbox *sb) {
+  static const char probe[] = "a string longer than Lua's short ones, which "
+                              "it would share";
+  sb->probing_strings = true;
+  lua_pushlstring(L, probe, sizeof probe - 1);
+  lua_pop(L, 1);
+  if (sb->probing_strings) {  /* not seen: count the whole size */
+    sb->probing_strings = false;
+    sb->string_header = 0;
+  } else {
+    sb->string_header -= sizeof probe - 1 + 1;
+  }
+}
+
+/* Opens the libraries, then runs engine.lua with read_template and the
+ * sandbox's library functions as arguments and keeps its table.  In
+ * protected mode: an allocation failure is an error, not a panic. */
 static int load_engine(lua_State *L) {
   fg_sandbox *sb = lua_touserdata(L, 1);
+  probe_string_header(L, sb);
   open_safe_libs(L);
   const fg_embedded_file *f = engine_file();
   if (!f) return luaL_error(L, "engine.lua is not built in");
   if (luaL_loadbufferx(L, (const char *)f->data, f->size, ENGINE_CHUNK, "t") !=
       LUA_OK)
     return lua_error(L);
-  lua_pushlightuserdata(L, sb);
-  lua_pushcclosure(L, read_template, 1);
-  lua_call(L, 1, 1);
+  lua_pushcfunction(L, read_template);
+  fg_sandbox_push_library(L);
+  lua_call(L, 2, 1);
   sb->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
 }
 
 flowgen_status fg_sandbox_open(const char *template_dir,
-                               uint64_t instruction_limit, size_t memory_limit,
+                               const fg_sandbox_limits *limits,
                                fg_sandbox **out, flowgen_error *err) {
   *out = NULL;
   fg_sandbox *sb = calloc(1, sizeof *sb);
   if (!sb) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  sb->instruction_limit =
-      instruction_limit ? instruction_limit : FG_DEFAULT_INSTRUCTION_LIMIT;
-  sb->memory_limit = memory_limit ? memory_limit : FG_DEFAULT_MEMORY_LIMIT;
+  sb->instruction_limit = limits && limits->instructions
+                              ? limits->instructions
+                              : FG_DEFAULT_INSTRUCTION_LIMIT;
+  sb->memory_limit =
+      limits && limits->memory ? limits->memory : FG_DEFAULT_MEMORY_LIMIT;
+  sb->time_limit_ms =
+      limits && limits->time_ms ? limits->time_ms : FG_DEFAULT_TIME_LIMIT_MS;
+  clock_gettime(CLOCK_MONOTONIC, &sb->deadline);
+  sb->deadline.tv_sec += sb->time_limit_ms / 1000;
+  sb->deadline.tv_nsec += (long)(sb->time_limit_ms % 1000) * 1000000L;
+  if (sb->deadline.tv_nsec >= 1000000000L) {
+    sb->deadline.tv_sec += 1;
+    sb->deadline.tv_nsec -= 1000000000L;
+  }
   if (template_dir && !(sb->template_dir = strdup(template_dir))) {
     free(sb);
     return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
@@ -317,8 +467,7 @@ void fg_sandbox_push_engine(fg_sandbox *sb) {
 
 flowgen_status fg_sandbox_failure(fg_sandbox *sb, const char *message,
                                   flowgen_error *err) {
-  if (sb->instructions_exceeded)
-    return fg_fail(err, FLOWGEN_LIMIT, "%s", sb->limit_message);
+  if (sb->stopped) return fg_fail(err, FLOWGEN_LIMIT, "%s", sb->limit_message);
   if (!message) message = "error object is not a string";
   /* Lua's message for an allocation that failed even after a collection:
    * the latest refusal says whose.  A refusal that the collection made good

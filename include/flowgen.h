@@ -34,7 +34,7 @@ extern "C" {
   X(INVALID,     2, "invalid argument")                                      \
   X(UNSUPPORTED, 2, "unsupported shape or option")                           \
   X(TEMPLATE,    3, "template error")                                        \
-  X(LIMIT,       3, "template exceeded its instruction or memory limit")     \
+  X(LIMIT,       3, "template exceeded a limit of its sandbox")              \
   X(IO,          1, "input/output error")                                    \
   X(NOMEM,       1, "out of memory")                                         \
   X(NO_NVRTC,    4, "NVRTC not found")                                       \
@@ -138,10 +138,13 @@ const char *flowgen_precision_name(flowgen_precision precision);
 typedef struct flowgen_options {
   const char *template_dir;   /* NULL = the templates built into the library */
   bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
-  uint64_t instruction_limit; /* Lua VM instructions; 0 = default */
-  size_t memory_limit;        /* bytes of Lua memory; 0 = default */
+  uint64_t instruction_limit; /* Lua VM instructions; 0 = default (2e8) */
+  size_t memory_limit;        /* bytes of Lua memory; 0 = default (256 MiB) */
   const char *tune;           /* planner overrides for experiments, e.g.
                                  "cluster=16,rows=2" (NULL = none) */
+  uint32_t time_limit_ms;     /* wall-clock time the templates may run, in
+                                 ms; 0 = default (30 s, well above what the
+                                 largest shape takes) */
 } flowgen_options;
 
 /* One kernel entry point of the generated source. */

@@ -417,6 +417,263 @@ static void test_endless_finalizer_is_capped(void **state) {
   (void)r; /* refusing the template or ignoring the finalizer are both fine */
 }
 
+/* ---- time ---------------------------------------------------------------------- */
+
+/* A time limit of ms, past the planner's own time where Lua runs slowly
+ * (valgrind, sanitizers): there the default shape's plan takes a second or
+ * two. */
+static uint32_t time_limit(uint32_t ms) {
+  return fg_test_timing_checks() ? ms : ms + 4000;
+}
+
+/* Instructions that each cost a lot of C work (a long search, a big copy,
+ * an endless element loop): the instruction count stays small, the clock
+ * does not.  Each must stop at the time limit, at the template's line. */
+static const struct {
+  const char *what, *text;
+} costly[] = {
+    {"plain find, 512 KiB needle",
+     "| local h, n = string.rep('a', 2^20), string.rep('a', 2^19) .. 'b'\n"
+     "| while true do local f = string.find(h, n) end\n"},
+    {"1 MiB string.rep",
+     "// 1\n| while true do local s = string.rep('x', 2^20) end\n"},
+    {"1 MiB concatenation",
+     "| local s = string.rep('x', 2^19)\n| while true do local t = s .. s end\n"},
+    {"table.concat",
+     "| local t = {} for i = 1, 2^16 do t[i] = 'abcdefgh' end\n"
+     "| while true do local s = table.concat(t) end\n"},
+    {"table.insert under a huge __len",
+     "| local t = setmetatable({}, {__len = function() return math.maxinteger - 1 end})\n"
+     "| table.insert(t, 1, 'x')\n"},
+    {"table.remove under a huge __len",
+     "| local t = setmetatable({}, {__len = function() return math.maxinteger - 1 end})\n"
+     "| table.remove(t, 1)\n"},
+    {"table.move of an endless range",
+     "// 1\n| table.move({}, 1, math.maxinteger - 1, 2)\n"},
+    {"table.concat under a huge __len",
+     "// 1\n| local s = table.concat(setmetatable({}, {__index = function() "
+     "return '' end, __len = function() return math.maxinteger end}))\n"},
+    {"table.unpack of 900000 values",
+     "| local t = {} for i = 1, 900000 do t[i] = i end\n"
+     "| while true do local n = select('#', table.unpack(t)) end\n"},
+    {"table.sort with a C comparator",
+     "| local t = {} for i = 1, 2^19 do t[i] = (i * 7919) % 1000003 end\n"
+     "| while true do table.sort(t, math.ult) end\n"},
+    /* No function of the sandbox's in these: the length limit of strings
+     * and the hook's period bound them. */
+    {"'<' of 1 MiB strings of zero bytes (strcoll a byte at a time)",
+     "| local a, b = string.rep('\\0', 2^20), string.rep('\\0', 2^20)\n"
+     "| while true do local c = a < b end\n"},
+    {"tonumber of a 1 MiB numeral",
+     "| local a = string.rep('1', 2^20)\n"
+     "| while true do local n = tonumber(a) end\n"},
+};
+
+static void test_costly_instructions_hit_the_time_limit(void **state) {
+  const char *dir = *state;
+  flowgen_options opts = {.template_dir = dir, .time_limit_ms = time_limit(100)};
+  char expected[64];
+  snprintf(expected, sizeof expected, "time limit (%u ms)", opts.time_limit_ms);
+  for (size_t i = 0; i < sizeof costly / sizeof costly[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", costly[i].text);
+    deadline_result r;
+    run_with_deadline(&opts, 5.0, &r);
+    if (r.status != FLOWGEN_LIMIT || !strstr(r.message, expected))
+      fail_msg("%s: %s: %s", costly[i].what, flowgen_status_name(r.status),
+               r.message);
+    /* (Under valgrind the limit can come within the line before.) */
+    if (!strstr(r.message, fg_test_timing_checks() ? "file.cut:2:" : "file.cut:"))
+      fail_msg("%s: the message does not name file.cut:2: %s", costly[i].what,
+               r.message);
+    if (fg_test_timing_checks() && r.seconds > 1.5)
+      fail_msg("%s: stopped after %.2f s (limit %u ms)", costly[i].what,
+               r.seconds, opts.time_limit_ms);
+  }
+}
+
+/* The two attacks of the report: one string.find of a 1 MB pattern in an
+ * 8 MB string (minutes of C), and a loop of 100 MB string.rep (0.6 s each).
+ * Both end within the limit now, as a LIMIT naming the template's line. */
+static void test_reported_attacks_are_stopped(void **state) {
+  const char *dir = *state;
+  static const char *const attacks[] = {
+      "// 1\n| local s = string.rep('a', 8 * 1024 * 1024)\n"
+      "| local p = string.rep('a', 1024 * 1024 - 1) .. 'b'\n"
+      "| local found = string.find(s, p)\n$(tostring(found))\n",
+      "// 1\n| for i = 1, 1000 do local s = string.rep('x', 100 * 1024 * 1024) end\n",
+  };
+  flowgen_options opts = {.template_dir = dir, .time_limit_ms = time_limit(200)};
+  for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", attacks[i]);
+    deadline_result r;
+    run_with_deadline(&opts, 5.0, &r);
+    if (r.status != FLOWGEN_LIMIT || !strstr(r.message, "file.cut:2:"))
+      fail_msg("attack %zu: %s: %s", i, flowgen_status_name(r.status),
+               r.message);
+    if (fg_test_timing_checks() && r.seconds > 2.0)
+      fail_msg("attack %zu: stopped after %.2f s", i, r.seconds);
+  }
+}
+
+/* time_limit_ms is the limit, with the instruction limit out of the way;
+ * 0 is the default, generous for the largest shape. */
+static void test_time_limit_option(void **state) {
+  const char *dir = *state;
+  fg_test_write_template(dir, "file.cut", "// 1\n// 2\n| while true do end\n");
+  flowgen_options opts = {.template_dir = dir,
+                          .instruction_limit = UINT64_MAX,
+                          .time_limit_ms = time_limit(300)};
+  deadline_result r;
+  run_with_deadline(&opts, 5.0, &r);
+  assert_int_equal(r.status, FLOWGEN_LIMIT);
+  char expected[96];
+  snprintf(expected, sizeof expected,
+           "file.cut:3: template exceeded the time limit (%u ms)",
+           opts.time_limit_ms);
+  if (!strstr(r.message, expected)) fail_msg("message: %s", r.message);
+  assert_true(r.seconds >= opts.time_limit_ms / 1000.0);
+  if (fg_test_timing_checks()) assert_true(r.seconds < 1.0);
+
+  /* (Valgrind makes Lua some 30 times slower: the default is no
+   * promise there.) */
+  if (!fg_test_timing_checks()) return;
+  flowgen_spec spec = fg_test_spec(1024, 4096, 10000, 90);
+  spec.arch_specific = true;
+  static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER,
+                                           FLOWGEN_SOLVER_RK4};
+  for (size_t i = 0; i < 2; ++i) {
+    spec.solver = solvers[i];
+    flowgen_kernel *k = NULL;
+    flowgen_error err;
+    double t0 = fg_test_now_seconds();
+    if (flowgen_generate(&spec, NULL, &k, &err))
+      fail_msg("the largest shape: %s", err.message);
+    double seconds = fg_test_now_seconds() - t0;
+    flowgen_kernel_free(k);
+    if (fg_test_timing_checks() && seconds > 2.0)
+      fail_msg("the largest shape took %.2f s", seconds);
+  }
+}
+
+/* ---- string sizes ---------------------------------------------------------------- */
+
+/* No string a template builds exceeds FG_STRING_MAX: each operation on one
+ * stays short.  Exactly the cap works. */
+static void test_string_size_is_capped(void **state) {
+  const char *dir = *state;
+  static const char *const over[] = {
+      "// 1\n| local s = string.rep('x', 1024 * 1024 + 1)\n",
+      "// 1\n| local s = string.rep('ab', 300000, ', ')\n",
+      "// 1\n| local s = ('x'):rep(2^20) .. 'y'\n",
+      ("| local t = {} for i = 1, 3 do t[i] = string.rep('x', 400000) end\n"
+       "| local s = table.concat(t)\n"),
+      "| local a = string.rep('x', 600000)\n| local s = string.format('%s%s', a, a)\n",
+  };
+  for (size_t i = 0; i < sizeof over / sizeof over[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", over[i]);
+    run_result r = run(dir, 0, 0);
+    if (r.status != FLOWGEN_LIMIT || !strstr(r.err.message, "file.cut:2:") ||
+        !strstr(r.err.message, "1 MiB"))
+      fail_msg("case %zu: %s: %s", i, flowgen_status_name(r.status),
+               r.status ? r.err.message : r.source);
+  }
+  fg_test_write_template(dir, "file.cut",
+                         "| local s = string.rep('x', 1024 * 1024)\n"
+                         "| local t = string.rep('ab', 2^19, '')\n"
+                         "$(#s) $(#t) $(#(s:sub(2) .. 'y'))\n");
+  char *src = expect_success(dir);
+  assert_string_equal(src, "1048576 1048576 1048576\n");
+  free(src);
+}
+
+/* string.find and string.rep are the sandbox's own: they must give what
+ * Lua's give (find as plain text search). */
+static void test_find_and_rep_keep_their_meaning(void **state) {
+  const char *dir = *state;
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local function show(...)\n"
+      "|   local t = table.pack(...)\n"
+      "|   for i = 1, t.n do t[i] = tostring(t[i]) end\n"
+      "|   return table.concat(t, ',')\n"
+      "| end\n"
+      "| local far = string.rep('ab', 40000) .. 'a.c'\n"
+      "$(show(string.find('hello', 'l'))) $(show(('hello'):find('lo')))\n"
+      "$(show(string.find('hello', 'l', 4))) $(show(string.find('hello', 'l', -2)))\n"
+      "$(show(string.find('hello', 'x'))) $(show(string.find('hello', '', 3)))\n"
+      "$(show(string.find('hello', '', 10))) $(show(string.find('a.c', '.')))\n"
+      "$(show(string.find('hello', 'h', -100))) $(show(string.find(12345, 34)))\n"
+      "$(show(string.find(far, 'a.c'))) $(show(string.find(far, 'ba', 65535)))\n"
+      "$(show(string.find('', ''))) $(show(string.find('ab', 'abc')))\n"
+      "$(string.rep('ab', 3)) $(string.rep('ab', 3, '-')) [$(string.rep('x', 0))]\n"
+      "[$(string.rep('x', -2))] [$(string.rep('', 5, ''))] $(('x'):rep(2))\n");
+  char *src = expect_success(dir);
+  assert_string_equal(src,
+                      "3,3 4,5\n"
+                      "4,4 4,4\n"
+                      "nil 3,2\n"
+                      "nil 2,2\n"
+                      "1,1 3,4\n"
+                      "80001,80003 65536,65537\n"
+                      "1,0 nil\n"
+                      "ababab ab-ab-ab []\n"
+                      "[] [] xx\n");
+  free(src);
+}
+
+/* The table functions are the sandbox's own too (they check the clock as
+ * they go): same results as Lua's. */
+static void test_table_functions_keep_their_meaning(void **state) {
+  const char *dir = *state;
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local t = {1, 2, 3}\n"
+      "| table.insert(t, 4) table.insert(t, 1, 0) table.insert(t, 3, 'x')\n"
+      "$(table.concat(t, ' '))\n"
+      "| local r = table.remove(t) local r1 = table.remove(t, 1)\n"
+      "$(r) $(r1) $(table.concat(t, ' ')) $(tostring(table.remove({})))\n"
+      "| local m = table.move({1, 2, 3, 4, 5}, 2, 4, 1)\n"
+      "$(table.concat(m, ','))\n"
+      "| local m2 = table.move({1, 2, 3, 4, 5}, 1, 3, 3)\n"
+      "$(table.concat(m2, ','))\n"
+      "| local m3 = table.move({1, 2, 3}, 1, 3, 2, {9})\n"
+      "$(table.concat(m3, ','))\n"
+      "$(table.concat({1, 2, 3}, '-', 2, 3)) [$(table.concat({}, 'x'))]\n"
+      "$(select('#', table.unpack({1, 2, 3}))) $(select(2, table.unpack({1, 2, 3}, 2)))\n"
+      "| local s = {5, 3, 9, 1} table.sort(s)\n"
+      "| local d = {5, 3, 9, 1} table.sort(d, function(a, b) return a > b end)\n"
+      "$(table.concat(s, ',')) $(table.concat(d, ','))\n"
+      "$(table.pack(1, nil, 3).n)\n");
+  char *src = expect_success(dir);
+  assert_string_equal(src,
+                      "0 1 x 2 3 4\n"
+                      "4 0 1 x 2 3 nil\n"
+                      "2,3,4,4,5\n"
+                      "1,2,1,2,3\n"
+                      "9,1,2,3\n"
+                      "2-3 []\n"
+                      "3 3\n"
+                      "1,3,5,9 9,5,3,1\n"
+                      "3\n");
+  free(src);
+  /* Their errors name the template line. */
+  static const struct {
+    const char *text, *message;
+  } errors[] = {
+      {"// 1\n| table.insert({}, 5, 'x')\n", "position out of bounds"},
+      {"// 1\n| table.insert({}, 1, 2, 3)\n", "wrong number of arguments"},
+      {"// 1\n| table.concat({1, {}, 3})\n", "invalid value (table) at index 2"},
+      {"// 1\n| table.move({}, -1, math.maxinteger, 1)\n", "too many elements"},
+      {"// 1\n| table.unpack({}, 1, 1e7)\n", "too many results"},
+      {"// 1\n| table.sort({3, 2, 1}, 7)\n", "function expected"},
+  };
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", errors[i].text);
+    expect_failure(dir, 0, 0, FLOWGEN_TEMPLATE, "file.cut:2:", errors[i].message,
+                   NULL);
+  }
+}
+
 /* ---- template files ------------------------------------------------------------- */
 
 /* A --template-dir is read only through regular files: a symbolic link
@@ -736,6 +993,12 @@ int main(void) {
       T(test_caps_are_per_generation),
       T(test_pattern_backtracking_is_capped),
       T(test_endless_finalizer_is_capped),
+      T(test_costly_instructions_hit_the_time_limit),
+      T(test_reported_attacks_are_stopped),
+      T(test_time_limit_option),
+      T(test_string_size_is_capped),
+      T(test_find_and_rep_keep_their_meaning),
+      T(test_table_functions_keep_their_meaning),
       T(test_template_symlinks_are_refused),
       T(test_template_fifo_is_refused),
       T(test_error_after_a_refused_allocation),
