@@ -2,6 +2,7 @@
  * rendered source with the launch configuration of each variant. */
 #include "sandbox.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <lauxlib.h>
 #include <limits.h>
@@ -144,6 +145,142 @@ static flowgen_status join_source(lua_State *L, flowgen_kernel *k,
   return FLOWGEN_OK;
 }
 
+/* NVRTC opens any file an #include names, as a compiler would, and shows
+ * what it read in its log: the generated source may include only these
+ * headers of the CUDA toolkit, by name between <>. */
+static const char *const allowed_headers[] = {
+    "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cooperative_groups.h",
+    "mma.h",          "cstdint",     NULL,
+};
+#define ALLOWED_HEADERS_TEXT                                                 \
+  "only #include <cuda_runtime.h>, <cuda_fp16.h>, <cuda_bf16.h>, "          \
+  "<cooperative_groups.h>, <mma.h> and <cstdint> are allowed"
+
+static bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r' ||
+         c == '\n';
+}
+
+/* Past blanks and comments.  Newlines count as blanks: a directive cannot
+ * go on past one, so the scan can only refuse more than the compiler
+ * would include. */
+static const char *skip_space(const char *p, const char *end) {
+  for (;;) {
+    while (p < end && is_space(*p)) ++p;
+    if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
+      for (p += 2; end - p >= 2 && !(p[0] == '*' && p[1] == '/');) ++p;
+      p = end - p >= 2 ? p + 2 : end;
+    } else if (end - p >= 2 && p[0] == '/' && p[1] == '/') {
+      while (p < end && *p != '\n') ++p;
+    } else {
+      return p;
+    }
+  }
+}
+
+/* The length of the line splice at src[i]: a backslash (or the trigraph
+ * for one), blanks, a newline; 0 if there is none. */
+static size_t splice_at(const char *src, size_t i, size_t n) {
+  size_t j = i;
+  if (src[j] == '\\')
+    j += 1;
+  else if (n - i >= 3 && src[i] == '?' && src[i + 1] == '?' && src[i + 2] == '/')
+    j += 3;
+  else
+    return 0;
+  while (j < n && src[j] != '\n' && is_space(src[j])) ++j;
+  return j < n && src[j] == '\n' ? j + 1 - i : 0;
+}
+
+/* The source without its line splices (a directive's name can be spread
+ * over lines).  NUL-terminated, malloc()ed; *size its length. */
+static char *splice_lines(const char *src, size_t n, size_t *size) {
+  char *out = malloc(n + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t splice = splice_at(src, i, n);
+    if (splice)
+      i += splice;
+    else
+      out[o++] = src[i++];
+  }
+  out[o] = '\0';
+  *size = o;
+  return out;
+}
+
+/* The length of the directive's introducer at p: #, the digraph %: or the
+ * trigraph ??=; 0 if there is none. */
+static size_t introducer(const char *p, const char *end) {
+  if (*p == '#') return 1;
+  if (end - p >= 2 && p[0] == '%' && p[1] == ':') return 2;
+  if (end - p >= 3 && p[0] == '?' && p[1] == '?' && p[2] == '=') return 3;
+  return 0;
+}
+
+static bool is_word(const char *p, size_t len, const char *word) {
+  return strlen(word) == len && memcmp(p, word, len) == 0;
+}
+
+/* The text from p to the end of its line, at most 80 bytes, printable. */
+static void quote_line(const char *p, const char *end, char *buf, size_t size) {
+  size_t o = 0;
+  for (; p < end && *p != '\n' && o + 1 < size && o < 80; ++p)
+    buf[o++] = isprint((unsigned char)*p) ? *p : '?';
+  while (o > 0 && buf[o - 1] == ' ') --o;
+  buf[o] = '\0';
+}
+
+static bool allowed_include(const char *p, const char *end) {
+  if (p == end || *p != '<') return false;
+  const char *close = p + 1;
+  while (close < end && *close != '>' && *close != '\n') ++close;
+  if (close == end || *close != '>') return false;
+  size_t len = (size_t)(close - p - 1);
+  for (const char *const *h = allowed_headers; *h; ++h)
+    if (is_word(p + 1, len, *h)) return true;
+  return false;
+}
+
+/* Refuses a source that includes anything but the allowed headers, however
+ * the directive is spelled: #, %: or ??=, then blanks, comments and line
+ * splices, then include (include_next, import or embed: never), and
+ * __has_include, which probes the host's files. */
+static flowgen_status check_includes(const char *src, size_t n,
+                                     flowgen_error *err) {
+  size_t size = 0;
+  char *text = splice_lines(src, n, &size);
+  if (!text) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  const char *end = text + size;
+  flowgen_status st = FLOWGEN_OK;
+  char quoted[96];
+  for (const char *p = text; p < end && !st; ++p) {
+    size_t intro = introducer(p, end);
+    if (intro) {
+      const char *name = skip_space(p + intro, end), *q = name;
+      while (q < end && (isalnum((unsigned char)*q) || *q == '_')) ++q;
+      size_t len = (size_t)(q - name);
+      bool include = is_word(name, len, "include");
+      if (include || is_word(name, len, "include_next") ||
+          is_word(name, len, "import") || is_word(name, len, "embed")) {
+        const char *operand = skip_space(q, end);
+        if (!include || !allowed_include(operand, end)) {
+          quote_line(operand, end, quoted, sizeof quoted);
+          st = fg_fail(err, FLOWGEN_TEMPLATE,
+                       "the generated source has #%.*s %s: " ALLOWED_HEADERS_TEXT,
+                       (int)len, name, quoted);
+        }
+      }
+    } else if (*p == '_' && end - p >= 13 && memcmp(p, "__has_include", 13) == 0) {
+      st = fg_fail(err, FLOWGEN_TEMPLATE,
+                   "the generated source has __has_include: " ALLOWED_HEADERS_TEXT);
+    }
+  }
+  free(text);
+  return st;
+}
+
 /* ---- generate -------------------------------------------------------------- */
 
 typedef struct engine_call {
@@ -186,6 +323,7 @@ static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
   lua_pushvalue(L, -2);
   flowgen_status st = join_source(L, k, err);
   lua_pop(L, 1);
+  if (!st) st = check_includes(k->source, k->source_size, err);
   return st ? st : read_variants(L, k, err);
 }
 

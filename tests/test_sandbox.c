@@ -674,6 +674,69 @@ static void test_table_functions_keep_their_meaning(void **state) {
   }
 }
 
+/* ---- what the generated source may include --------------------------------------- */
+
+/* NVRTC reads any file an #include names and shows it in its log; the
+ * generated source may include only a few CUDA headers, however the
+ * directive is spelled. */
+static void test_generated_includes_are_checked(void **state) {
+  const char *dir = *state;
+  static const struct {
+    const char *text, *header;
+  } refused[] = {
+      {"#include \"/etc/passwd\"\n", "/etc/passwd"},
+      {"#include </etc/passwd>\n", "/etc/passwd"},
+      {"  #  include \"/etc/passwd\"\n", "/etc/passwd"},
+      {"#\\\ninclude \"/etc/passwd\"\n", "/etc/passwd"},
+      {"#inc\\\nlude \"/etc/passwd\"\n", "/etc/passwd"},
+      {"/* a */ # /* b */ include \"/etc/passwd\"\n", "/etc/passwd"},
+      {"%:include \"/etc/passwd\"\n", "/etc/passwd"},
+      {"?\?=include \"/etc/passwd\"\n", "/etc/passwd"},
+      {"#include_next <passwd>\n", "passwd"},
+      {"#define P \"/etc/passwd\"\n#include P\n", "P"},
+      {"#include <../../../../etc/passwd>\n", "../../../../etc/passwd"},
+      {"#include <cuda_runtime.h/../../../etc/passwd>\n", "etc/passwd"},
+      {"#embed \"/etc/passwd\"\n", "/etc/passwd"},
+      {"#if __has_include(\"/etc/passwd\")\n#endif\n", "__has_include"},
+      {"int x;\n#include \"cuda_runtime.h\"\n", "\"cuda_runtime.h\""},
+      {"#include <stdio.h>\n", "stdio.h"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", refused[i].text);
+    run_result r = run(dir, 0, 0);
+    if (r.status != FLOWGEN_TEMPLATE || !strstr(r.err.message, refused[i].header) ||
+        !strstr(r.err.message, "<cuda_runtime.h>"))
+      fail_msg("case %zu: %s: %s", i, flowgen_status_name(r.status),
+               r.status ? r.err.message : r.source);
+    /* nothing of the file itself */
+    assert_null(strstr(r.err.message, "root:"));
+  }
+  /* Through the CLI, on the way to NVRTC: exit code 3, one line, and
+   * nothing written. */
+  fg_test_write_template(dir, "file.cut", "#include \"/etc/passwd\"\n");
+  char command[3 * PATH_SIZE], output[PATH_SIZE];
+  fg_test_path_join(output, dir, "out.ptx");
+  snprintf(command, sizeof command, "'%s' --template-dir '%s' --emit ptx -o '%s'",
+           fg_test_flowgen_bin(), dir, output);
+  char *out = NULL, *err = NULL;
+  int code = fg_test_run(command, &out, &err);
+  if (code != 3 || strncmp(err, "flowgen: ", 9) != 0 ||
+      !strstr(err, "\"/etc/passwd\"") || strchr(err, '\n') != strrchr(err, '\n'))
+    fail_msg("exit code %d, stderr: %s", code, err);
+  assert_string_equal(out, "");
+  assert_null(strstr(err, "root:"));
+  assert_false(fg_test_file_exists(output));
+  free(out);
+  free(err);
+
+  fg_test_write_template(dir, "file.cut",
+                         "#include <cuda_runtime.h>\n"
+                         "  #  include <cuda_fp16.h>\n"
+                         "#include <cuda_bf16.h> // and a comment\n"
+                         "#pragma unroll\n#define X(a) #a\n");
+  free(expect_success(dir));
+}
+
 /* ---- template files ------------------------------------------------------------- */
 
 /* A --template-dir is read only through regular files: a symbolic link
@@ -999,6 +1062,7 @@ int main(void) {
       T(test_string_size_is_capped),
       T(test_find_and_rep_keep_their_meaning),
       T(test_table_functions_keep_their_meaning),
+      T(test_generated_includes_are_checked),
       T(test_template_symlinks_are_refused),
       T(test_template_fifo_is_refused),
       T(test_error_after_a_refused_allocation),
