@@ -402,19 +402,45 @@ static void test_pattern_backtracking_is_capped(void **state) {
   assert_non_null(strstr(r.message, "file.cut:1:"));
 }
 
-/* Finalizers run with hooks off (Lua's GCTM): an endless __gc must not
- * escape the instruction cap, during generation or when the state closes. */
-static void test_endless_finalizer_is_capped(void **state) {
+/* Finalizers run with hooks off (Lua's GCTM): neither the instruction nor
+ * the time limit could stop an endless __gc, so none may be installed.  Lua
+ * marks an object for finalization only when setmetatable() sees __gc in
+ * its metatable, and setmetatable() refuses such a metatable; a __gc added
+ * afterwards (or to a metatable the engine set) is never called: the
+ * endless one below would otherwise hang generation or lua_close. */
+static void test_finalizers_cannot_be_installed(void **state) {
   const char *dir = *state;
-  fg_test_write_template(
-      dir, "file.cut",
-      "| setmetatable({}, {__gc = function() while true do end end})\n"
-      "done\n");
   flowgen_options opts = {.template_dir = dir,
                           .instruction_limit = TEST_INSTRUCTIONS};
   deadline_result r;
-  run_with_deadline(&opts, 3.0, &r);
-  (void)r; /* refusing the template or ignoring the finalizer are both fine */
+  static const char *const refused[] = {
+      "// 1\n| setmetatable({}, {__gc = function() while true do end end})\n",
+      "// 1\n| setmetatable({}, {__gc = false})\n",
+      /* a metatable that got its __gc before the call */
+      ("// 1\n| local mt = {}\n| rawset(mt, '__gc', function() while true do end end)\n"
+       "| setmetatable({}, mt)\n"),
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", refused[i]);
+    run_with_deadline(&opts, 3.0, &r);
+    if (r.status != FLOWGEN_TEMPLATE || !strstr(r.message, "__gc") ||
+        !strstr(r.message, "file.cut:"))
+      fail_msg("case %zu: %s: %s", i, flowgen_status_name(r.status), r.message);
+  }
+  static const char *const never_called[] = {
+      "| local mt = {}\n| local t = setmetatable({}, mt)\n"
+      "| rawset(mt, '__gc', function() while true do end end)\n| t = nil\ndone\n",
+      "| local mt = {}\n| local t = setmetatable({}, mt)\n"
+      "| mt.__gc = function() while true do end end\n| t = nil\ndone\n",
+      /* the metatable the engine gave the template's environment */
+      "| getmetatable(_ENV).__gc = function() while true do end end\ndone\n",
+  };
+  for (size_t i = 0; i < sizeof never_called / sizeof never_called[0]; ++i) {
+    fg_test_write_template(dir, "file.cut", never_called[i]);
+    run_with_deadline(&opts, 3.0, &r);
+    if (r.status != FLOWGEN_OK)
+      fail_msg("case %zu: %s: %s", i, flowgen_status_name(r.status), r.message);
+  }
 }
 
 /* ---- time ---------------------------------------------------------------------- */
@@ -1055,7 +1081,7 @@ int main(void) {
       T(test_memory_limit),
       T(test_caps_are_per_generation),
       T(test_pattern_backtracking_is_capped),
-      T(test_endless_finalizer_is_capped),
+      T(test_finalizers_cannot_be_installed),
       T(test_costly_instructions_hit_the_time_limit),
       T(test_reported_attacks_are_stopped),
       T(test_time_limit_option),
