@@ -221,8 +221,11 @@ test-gpu: tests
 	@FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) \
 	  FLOWGEN_SOURCE_DIR=$(CURDIR) sh tests/run.sh $(TESTS)
 
-# LSAN_OPTIONS: see tests/lsan.supp.
+# LSAN_OPTIONS: see tests/lsan.supp.  verify_asan_link_order=0: tests/run.sh
+# line-buffers the tests with stdbuf, whose LD_PRELOAD comes before ASan's
+# runtime.
 asan:
+	ASAN_OPTIONS="verify_asan_link_order=0" \
 	LSAN_OPTIONS="use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp" \
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
