@@ -1,0 +1,70 @@
+#!/bin/sh
+# Compares two folders written by tests/plan/snapshot.sh (before and after a
+# change): every spec's --describe must be identical but for source_bytes,
+# every refusal identical, and every source identical unless its
+# difference is one of the reviewed kinds.  Differing sources are grouped by
+# the text of their difference (line numbers aside), so that each kind of
+# difference is read once: `compare.sh -v` prints each group's diff.
+#
+# usage: sh tests/plan/compare.sh [-v] BEFORE AFTER
+# exit status: 0 all identical; 1 a describe or refusal differs, or a spec
+# is missing on one side; 3 only sources differ (review the groups).
+set -eu
+verbose=0
+if [ "${1:-}" = -v ]; then verbose=1; shift; fi
+[ $# -eq 2 ] || { echo "usage: sh tests/plan/compare.sh [-v] BEFORE AFTER" >&2; exit 2; }
+before=$1 after=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+(cd "$before" && ls) | sed -n 's/\.\(json\|err\)$//p' | sort > "$tmp/ids.before"
+(cd "$after" && ls) | sed -n 's/\.\(json\|err\)$//p' | sort > "$tmp/ids.after"
+status=0
+missing=$(comm -3 "$tmp/ids.before" "$tmp/ids.after" | wc -l)
+if [ "$missing" -ne 0 ]; then
+  echo "specs on one side only: $missing"
+  comm -3 "$tmp/ids.before" "$tmp/ids.after" | head -20
+  status=1
+fi
+
+describe_diff=0 refusal_diff=0 source_same=0 source_diff=0
+: > "$tmp/groups"
+for id in $(comm -12 "$tmp/ids.before" "$tmp/ids.after"); do
+  if [ -f "$before/$id.err" ] || [ -f "$after/$id.err" ]; then
+    if ! cmp -s "$before/$id.err" "$after/$id.err" 2>/dev/null; then
+      refusal_diff=$((refusal_diff + 1))
+      echo "refusal differs: $id"
+      [ $verbose -eq 0 ] || diff "$before/$id.err" "$after/$id.err" || true
+    fi
+    continue
+  fi
+  grep -v '"source_bytes"' "$before/$id.json" > "$tmp/a.json"
+  grep -v '"source_bytes"' "$after/$id.json" > "$tmp/b.json"
+  if ! cmp -s "$tmp/a.json" "$tmp/b.json"; then
+    describe_diff=$((describe_diff + 1))
+    echo "describe differs: $id"
+    [ $verbose -eq 0 ] || diff "$tmp/a.json" "$tmp/b.json" || true
+  fi
+  if cmp -s "$before/$id.cu" "$after/$id.cu"; then
+    source_same=$((source_same + 1))
+  else
+    source_diff=$((source_diff + 1))
+    # the difference without its line numbers: one key per kind of change
+    key=$(diff "$before/$id.cu" "$after/$id.cu" | sed 's/^[0-9][0-9,]*[acd][0-9,]*$/@/' | md5sum | cut -c1-12)
+    echo "$key $id" >> "$tmp/groups"
+  fi
+done
+
+echo "describe: $describe_diff differ; refusals: $refusal_diff differ"
+echo "source: $source_same identical, $source_diff differ"
+if [ "$source_diff" -gt 0 ]; then
+  echo "kinds of source difference (specs, one of them):"
+  sort "$tmp/groups" | awk '{n[$1]++; if (!($1 in ex)) ex[$1] = $2} END {for (k in n) print n[k], k, ex[k]}' |
+    sort -rn | while read -r n key id; do
+      echo "  $n  $key  $id"
+      if [ $verbose -eq 1 ]; then diff "$before/$id.cu" "$after/$id.cu" | head -60 | sed 's/^/      /'; fi
+    done
+fi
+[ "$describe_diff" -eq 0 ] && [ "$refusal_diff" -eq 0 ] || status=1
+[ $status -ne 0 ] || [ "$source_diff" -eq 0 ] || status=3
+exit $status
