@@ -4,7 +4,7 @@
 # FLOWGEN_BUILD=$PWD/build`, so that test_examples finds jit_sample built
 # where the static Lua and jansson are).  Results land in $OUT (or
 # ./device-out).
-# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|layer2|pairs|fold|small|rcl|wgstream|wgstream3|rmma3|digits|all]...
+# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|fold|small|wgstream|wgstream3|rmma3|digits|all]...
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
 #             (default: all, in order; a cold round of them takes more
@@ -50,8 +50,8 @@
 #             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
 #   wgmma     the wgmma variants (bf16, fp16 on sm_90a): their GPU tests, bf16
 #             and fp16 at the default shape beside the mma kernel
-#             (FLOWGEN_TUNE=wgmma=0), with 64 outputs a wgmma and with turns
-#             (wgpp=1), the one-warpgroup variant from B=73 to 8448 beside
+#             (FLOWGEN_TUNE=wgmma=0), with 64 outputs a wgmma, the
+#             one-warpgroup variant from B=73 to 8448 beside
 #             mma16 (rmma=0 and rmma=0,wg1=0), compute-sanitizer over each
 #   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
@@ -67,12 +67,7 @@
 #             PROFILE_PRECISIONS, PROFILE_KERNELS (a regex) and PROFILE_BATCH
 #             profile others (e.g. tf32, wgstream, 65536)
 #   steps     fp32 and bf16 at D=64, H=256 with S = 1 to 32 at B = 1 and 8:
-#             the fixed cost and the cost of a step (and with l2w=0)
-#   layer2    the cluster kernel's layer 2 by warp and by lanes (l2w=0), of
-#             4 and 8 blocks: its GPU tests, fp32 from B=1 to 72, its stages
-#             at B=8, compute-sanitizer over it
-#   rcl       rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2): its GPU
-#             tests, bf16 and fp16 from B=1 to 384, compute-sanitizer
+#             the fixed cost and the cost of a step
 #   wgstream  the streamed warpgroup kernel (tf32): its GPU tests, then tf32
 #             at B = 2113 to 262144 with and without it and tuned,
 #             compute-sanitizer over it
@@ -82,12 +77,8 @@
 #   rmma3     fp32 as tf32x3 on the register-resident kernel over clusters
 #             of 4: its GPU tests, fp32 from B=180 to 4224 over
 #             RMMA3_SHAPES (RMMA3_BATCHES), beside it by 8 samples a
-#             cluster only (r16=0) and without it (rmma=0), its stages
-#             (drop=) at B=480, compute-sanitizer over it, the cluster
-#             kernel's tests
-#   pairs     the cluster kernel's layer 1 by pairs of lanes (the default)
-#             beside a unit a thread (l1p=0): its GPU tests, fp32 from B=1
-#             to 72, sanitizers
+#             cluster only (r16=0) and without it (rmma=0),
+#             compute-sanitizer over it, the cluster kernel's tests
 #   fold      the cluster kernel's layer 3 folded into layer 1 beside
 #             fold=0 (H=128) and forced (fold=1, the default shape): its GPU
 #             tests, fp32 from B=1 to 240, sanitizers
@@ -101,7 +92,7 @@
 # leaves PyTorch out.  ROUND_TAR=1 packs the files a round leaves in $OUT
 # into one, $OUT/round.tar.gz (for a machine that returns few files).
 #   all       (or no part) every part but check, cluster-sanitize, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, layer2, pairs, fold, small, rcl, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, fold, small, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -291,7 +282,7 @@ for what in "$@"; do
       2>&1 | grep 'B=' || status=1 ;;
   wgmma)
     filtered_tests wgmma 'test_wgmma_*'
-    for t in wgmma=0 "" wgn=64 wgpp=1; do
+    for t in wgmma=0 "" wgn=64; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
@@ -303,7 +294,6 @@ for what in "$@"; do
     done
     for tool in memcheck racecheck synccheck; do
       sanitizer wgmma $tool --light --only wgmma
-      FLOWGEN_TUNE=wgpp=1 sanitizer wgmma-pp $tool --light --only wgmma
     done ;;
   rmma)
     filtered_tests rmma 'test_rmma_*'
@@ -332,32 +322,6 @@ for what in "$@"; do
       "$ncu" --import "$out/profile-$p.ncu-rep" --page source --csv --print-source sass \
         > "$out/profile-$p-sass.csv" 2>&1
       grep -E 'stalled|Issued|Pipe|Warp Cycles|Eligible|Duration|Throughput|L2|Hit' "$out/profile-$p.txt" | head -80
-    done ;;
-  layer2)
-    # The cluster kernel's layer 2 by warp (default) and by lanes (l2w=0),
-    # of 4 and 8 blocks: its GPU tests and the reference tests it runs in,
-    # fp32 at the default shape from B=1 to 72, the stages of the default
-    # at B=8 (drop=...), compute-sanitizer over it.
-    filtered_tests layer2 'test_cluster_*'
-    filtered_tests reference 'test_*match*'
-    time_tunes layer2 fp32 1,8,24,48,64,72 "" l2w=0 cluster=8 cluster=8,l2w=0
-    for d in layer1 layer2 layer3 exchange euler layer1:layer2:layer3:exchange:euler:silu; do
-      echo "FLOWGEN_TUNE=drop=$d"
-      FLOWGEN_TUNE=drop=$d timeout 60 build/bench --quick --no-startup --no-baseline --precisions fp32 \
-        --shapes 64,256,32 --batches 8 2>&1 | grep 'B=' | tee -a "$out/layer2.txt"
-    done
-    for tool in memcheck racecheck synccheck; do
-      sanitizer layer2 $tool --light --only cluster
-    done ;;
-  pairs)
-    # The cluster kernel's layer 1 by pairs of lanes (the default) beside a
-    # unit a thread (l1p=0): its GPU tests and the reference tests, fp32
-    # from B=1 to 72, compute-sanitizer.
-    filtered_tests pairs 'test_cluster_*'
-    filtered_tests reference 'test_*match*'
-    time_tunes pairs fp32 1,8,24,48,64,72 "" l1p=0
-    for tool in memcheck racecheck synccheck; do
-      sanitizer pairs $tool --light --only cluster
     done ;;
   fold)
     # The cluster kernel's layer 3 folded into layer 1 (the default where H
@@ -390,32 +354,17 @@ for what in "$@"; do
     for tool in racecheck synccheck; do
       sanitizer small $tool --light --only cluster
     done ;;
-  rcl)
-    # rmma over clusters of 4 and 2 blocks (rcl=4, rcl=2) beside the plan
-    # without them: its GPU tests, bf16 and fp16 from B=1 to 384,
-    # compute-sanitizer over it.
-    filtered_tests rcl 'test_rmma_cluster'
-    time_tunes rcl bf16,fp16 1,8,64,192,384 "" rcl=4 rcl=2
-    for tool in memcheck racecheck synccheck; do
-      FLOWGEN_TUNE=rcl=4 sanitizer rcl4 $tool --light --only rmma
-      FLOWGEN_TUNE=rcl=2 sanitizer rcl2 $tool --light --only rmma
-    done ;;
   wgstream)
     # The streamed warpgroup kernel (tf32 on wgmma, weights from L2): its GPU
     # tests; where they pass, tf32 at B = 2113 to 262144 as planned, without
-    # it (the mma kernels), in blocks alone (wsc=1), over clusters of 4, with
-    # 32 outputs a chunk (wsn=32), pipelined (wsp=1), the warpgroups taking
-    # turns (wspp=1); compute-sanitizer over it (from its first batch, 2113).
+    # it (the mma kernels), in blocks alone (wsc=1), with 32 outputs a chunk
+    # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsc=4 wsn=32 wsp=1 wsp=1,wsc=1 \
-        wspp=1 wspp=1,wsc=1
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
         FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
-        FLOWGEN_TUNE=wsp=1 sanitizer wgstreamp $tool --light --only wgstream
-        FLOWGEN_TUNE=wsc=4 sanitizer wgstream4 $tool --light --only wgstream
-        FLOWGEN_TUNE=wspp=1 sanitizer wgstreampp $tool --light --only wgstream
       done
     fi ;;
   wgstream3)
@@ -435,8 +384,8 @@ for what in "$@"; do
     # its GPU tests; where they pass, fp32 from B=180 to 4224 as planned
     # over RMMA3_SHAPES, by 8 samples a cluster only (r16=0) and without it
     # (rmma=0: the cluster kernel, the 8-row tiled kernel, wgstream3) at
-    # fewer points, its stages at B=480 (drop=...), compute-sanitizer over
-    # it; then the cluster kernel's tests, whose plans it changed.
+    # fewer points, compute-sanitizer over it; then the cluster kernel's
+    # tests, whose plans it changed.
     filtered_tests rmma3 'test_rmma3_strategy'
     if grep -q PASSED "$out/rmma3-tests.log"; then
       shapes=${RMMA3_SHAPES:-"64,256,32;32,256,32;17,200,32;32,128,32;128,128,32;16,64,32"}
@@ -444,8 +393,6 @@ for what in "$@"; do
         ${RMMA3_BATCHES:-180,181,240,241,480,720,960,1440,1920,2880,3360,4224} ""
       TUNE_SHAPES=$shapes time_tunes rmma3-r8 fp32 480,960,1440,2880 r16=0
       TUNE_SHAPES="64,256,32;16,64,32" time_tunes rmma3-before fp32 181,240,480,960,1440,2880 rmma=0
-      time_tunes rmma3-stages fp32 480 drop=layer1 drop=layer2 drop=layer3 drop=exchange \
-        drop=layer1:layer2:layer3:exchange
       for tool in memcheck racecheck synccheck; do
         sanitizer rmma3 $tool --light --only rmma3
       done
@@ -455,11 +402,8 @@ for what in "$@"; do
     # The fixed cost (launch, weights into registers) and the cost of a
     # step: T(S) = a + b S at B = 1 and 8, each precision's small-batch kernel.
     shapes="64,256,1;64,256,2;64,256,4;64,256,8;64,256,16;64,256,32"
-    for t in "" l2w=0; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 200 build/bench --quick --no-startup --no-baseline --precisions fp32,bf16 \
-        --shapes "$shapes" --batches 1,8 2>&1 | grep 'B=' | tee -a "$out/steps.txt" || status=1
-    done ;;
+    timeout 200 build/bench --quick --no-startup --no-baseline --precisions fp32,bf16 \
+      --shapes "$shapes" --batches 1,8 2>&1 | grep 'B=' | tee -a "$out/steps.txt" || status=1 ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     build/flowgen sample --device gpu --batch 100 --seed 7 --png "$out/digits.png" || status=1

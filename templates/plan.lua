@@ -258,7 +258,7 @@ local function is_pow2(x) return x >= 1 and x & (x - 1) == 0 end
 -- kernel (file.cut) writes them.  Each array: its name, its C dimensions,
 -- the matrix it holds (w1, w2, w3 or m = W1[:, :D] W3) and element n's
 -- output and input there, C expressions of rank, tid and n.
-local function cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold)
+local function cluster_thread_weights(D, H, blocks, lanes3, by_warp, fold)
   local J, L2, L3 = H // blocks, blocks, lanes3
   local opw = 32 // L3  -- layer 3's outputs a warp
   local arrays = {}
@@ -268,12 +268,10 @@ local function cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold
   if fold then
     add("w1", {D}, "w1", "tid", "n", "layer 1: unit tid (z at the start only)")
     add("wm", {J}, "m", "tid", string.format("%d * rank + n", J), "the fold: row tid of M, the own units' columns")
-  elseif pairs then
+  else
     add("w1", {2, D // 2}, "w1", string.format("tid - tid %% 2 + n / %d", D // 2),
         string.format("8 * (n %% %d / 4) + 4 * (tid %% 2) + n %% 4", D // 2),
         "layer 1: units tid - tid % 2 and + 1, inputs 8 c + 4 (tid % 2) to + 3")
-  else
-    add("w1", {D}, "w1", "tid", "n", "layer 1: unit tid")
   end
   if by_warp then
     add("w2", {J // 32, 32}, "w2", string.format("%d * rank + %d * (tid %% 32) + n / 32", J, J // 32),
@@ -296,7 +294,7 @@ local function cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold
           floats_per_thread = per_thread, floats = blocks * H * per_thread}
 end
 
-local function cluster(spec, blocks, rows, max_batch, by_warp, pairs, fold)
+local function cluster(spec, blocks, rows, max_batch, by_warp, fold)
   local D, H = spec.dim, spec.hidden
   local threads = H  -- layer 1: a thread per hidden unit
   if spec.arch < 90 or H % 32 ~= 0 or H > 1024 or D % 4 ~= 0 then return nil end
@@ -313,16 +311,15 @@ local function cluster(spec, blocks, rows, max_batch, by_warp, pairs, fold)
   fold = fold and by_warp and #solvers[spec.solver].c == 1 and 2 * own + own // lanes3 <= 160
       and static_shared + 4 * rows * 2 * blocks * (H - D) <= 48 * 1024
   -- rows: samples per cluster
-  pairs = pairs and D % 8 == 0  -- (own % (4 lanes3) == 0 makes D so)
+  -- (own % (4 lanes3) == 0 makes D a multiple of 8: layer 1 by pairs of lanes)
   return variant(spec, string.format("cluster%d_r%d", blocks, rows), "cluster.cut",
                  {threads = threads, rows = rows, blocks = blocks, shared = 0}, {
     max_batch = max_batch,
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,
     layer2_by_warp = by_warp,
-    layer1_pairs = pairs,
     fold = fold or false,
-    thread_weights = cluster_thread_weights(D, H, blocks, lanes3, by_warp, pairs, fold or false),
+    thread_weights = cluster_thread_weights(D, H, blocks, lanes3, by_warp, fold or false),
   })
 end
 
@@ -619,8 +616,6 @@ local function wgmma(spec, tune, groups)
                  "wgmma.cut", {threads = 128 * groups, rows = WG_ROWS * groups, blocks = 1,
                                shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
-    -- tune wgpp=1: the two warpgroups take turns at layers 2 and 3 (wgmma.cut)
-    pingpong = groups == 2 and tune.wgpp == "1",
   })
 end
 
@@ -657,15 +652,9 @@ local function wgstream_layout(spec, tune)
   if spec.precision ~= "tf32" and not (split and tune_switch(tune, "ws3")) then return nil end
   local Dp, Hp = round_up(spec.dim, 16), round_up(spec.hidden, 32)
   if Dp > 64 or Hp > 256 then return nil end
-  -- tf32's tune keys (fp32 is always pipelined, 32 outputs a chunk)
-  for _, key in ipairs({"wsp", "wspp", "wsg"}) do
-    if tune[key] and tune[key] ~= "0" and tune[key] ~= "1" then
-      refuse(string.format("tune: %s=%s is not one of 0, 1", key, tune[key]))
-    end
-  end
-  local pipelined = split or tune.wsp == "1"
-  local pingpong = not split and tune.wspp == "1"
-  if pingpong and pipelined then refuse("tune: wspp=1 with wsp=1") end
+  -- fp32 is pipelined (the next chunk's layer 2 in flight during a
+  -- chunk's SiLU), 32 outputs a chunk; tf32 is not
+  local pipelined = split
   -- Warpgroup 1 starts each step's layer 1 once warpgroup 0's products
   -- are done (tune wsg=0: as it comes), so that each one's SiLU of h1
   -- (MUFU-bound) runs beside the other's products, not at the same time
@@ -673,7 +662,7 @@ local function wgstream_layout(spec, tune)
   -- of 11 pairs over four calls, medians 1195-1224 us against 1218-1251;
   -- otherwise, clock64 stamps showed, the two keep in step, within about
   -- 1,000 of a step's 16,500 cycles).
-  local stagger = not split and not pingpong and not pipelined and tune.wsg ~= "0"
+  local stagger = not split
   local nc = tune.wsn and tune_number("wsn", tune.wsn) or Hp % 64 == 0 and not pipelined and 64 or 32
   if nc ~= 32 and nc ~= 64 then refuse(string.format("tune: wsn=%d is not one of 32, 64", nc)) end
   if split then
@@ -683,8 +672,8 @@ local function wgstream_layout(spec, tune)
   end
   if Hp % nc ~= 0 then return nil end
   local cluster = tune.wsc and tune_number("wsc", tune.wsc) or split and 1 or 2
-  if cluster ~= 1 and cluster ~= 2 and cluster ~= 4 then
-    refuse(string.format("tune: wsc=%d is not one of 1, 2, 4", cluster))
+  if cluster ~= 1 and cluster ~= 2 then
+    refuse(string.format("tune: wsc=%d is not one of 1, 2", cluster))
   end
   local kc = math.min(128, Hp)
   -- W1's inputs a piece: tf32 32 where D allows and the pieces are no
@@ -741,7 +730,7 @@ local function wgstream_layout(spec, tune)
   -- before warpgroup 1 has started this step's.
   stagger = stagger and stages < #pieces
   return {dim_pad = Dp, hidden_pad = Hp, n_chunk = nc, k_chunk = kc, w1_k = k1, pieces = pieces, pipelined = pipelined,
-          pingpong = pingpong, stagger = stagger,
+          stagger = stagger,
           floats = offset, stage_bytes = stage_bytes, stages = stages, cluster = cluster,
           split = split, groups = groups, shared = stages * stage_bytes + fixed + 16 * stages}
 end
@@ -753,7 +742,7 @@ local function wgstream(spec, l)
                   blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk, w1_k = l.w1_k,
     pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, pipelined = l.pipelined,
-    pingpong = l.pingpong, stagger = l.stagger,
+    stagger = l.stagger,
   })
 end
 
@@ -979,11 +968,11 @@ local mma_kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
 -- Every --tune key the planner reads (README: `--tune`); any other is a
 -- mistake, refused rather than ignored.
 local TUNE_KEYS = {
-  "cluster", "clusters", "cwaves", "drop", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
-  "grid", "gstages", "l1p", "l2w", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages", "own",
+  "cluster", "clusters", "cwaves", "fold", "gbk", "gblocks", "gemm", "gfrom", "gmt",
+  "grid", "gstages", "mblocks", "mchunk", "mfrom", "mma", "mrows", "mstages",
   "r16", "r8", "rcl", "rfrom", "rmma", "rmw", "rows", "rw1", "strategy", "tchunk", "tcluster",
-  "tstages", "wg1", "wgmma", "wgn", "wgpp", "wgstream", "ws1", "ws3", "wsc", "wsfrom", "wsg",
-  "wsn", "wsp", "wspp",
+  "tstages", "wg1", "wgmma", "wgn", "wgstream", "ws1", "ws3", "wsc", "wsfrom",
+  "wsn",
 }
 local function check_tune_keys(tune)
   local known = {}
@@ -1064,9 +1053,12 @@ return function(spec)
     refuse(string.format("tune: rmma=%d is not within 0 to %d", rm_last, WG_ROWS * SMS))
   end
   local blocks = tune.cluster and tune_number("cluster", tune.cluster) or 4
-  -- A block's own partial of an exchange kept local, not sent to itself
-  -- through distributed shared memory (the folded cluster kernel and
-  -- rmma3; tune own=0: sent like the others).  Measured on an H200, fp32,
+  if blocks ~= 2 and blocks ~= 4 and blocks ~= 8 and blocks ~= 16 then
+    refuse(string.format("tune: cluster=%d is not one of 2, 4, 8, 16", blocks))
+  end
+  -- A block's own partial of an exchange is kept local, not sent to
+  -- itself through distributed shared memory (the folded cluster kernel
+  -- and rmma3).  Measured on an H200, fp32,
   -- S=32, us with and without: D=64, H=128 (folded) B = 8 / 64 / 240
   -- 17.6 / 26.5 / 51.8 against 18.2 / 29.0 / 59.6; rmma3 (by 16) D=64,
   -- H=256 B = 480 / 960 140.8 / 277.6 against 146.5 / 285.5, D=48, H=192
@@ -1077,31 +1069,20 @@ return function(spec)
   -- mbarrier (B=8 26.0 against 25.1; faster only at D=64, H=256 from 3
   -- samples a cluster; racecheck reports its stores against the Euler
   -- step's reads).
-  local own_local = tune_switch(tune, "own")
-  local l2_by_warp = tune_switch(tune, "l2w")
+  local l2_by_warp = true
   -- The cluster kernel's layer 1 by pairs of lanes (two units over half of
-  -- x each: half the loads of x; tune l1p=0: a unit over all of x a
-  -- thread).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
+  -- x each: half the loads of x).  Measured on an H200, fp32, D=64, H=256: 34.6 us at B=8
   -- against 34.7, 49.5 at B=48 against 51.0, 60.9 at B=64 against 62.0,
   -- the halves then x's first and second 32 inputs: a 2-way bank conflict
   -- on every load (ncu: 8 wavefronts an LDS.128, not 2).  Alternate
   -- groups of 4 (the pair's loads side by side): 28.6 us at B=8 against
   -- 29.7, 51.6 at B=64 against 54.8, 229.7 at B=480 against 247.6.
-  local l1_pairs = tune_switch(tune, "l1p")
-  -- tune rcl=C: rmma over clusters of C blocks first, as many samples as
-  -- one wave of such clusters takes (rcl=0: none, the default); tune
-  -- rfrom=N: rmma from batch N, the cluster kernel before it (below).
-  local rcl = rm and rm.cluster == 1 and tune.rcl and tune_number("rcl", tune.rcl)
-  if rcl and rcl ~= 0 and rcl ~= 2 and rcl ~= 4 then
-    refuse(string.format("tune: rcl=%d is not 0, 2 or 4", rcl))
-  end
-  local rmc = rcl and rcl > 0 and rmma_layout(spec, tune, rcl)
+  -- tune rfrom=N: rmma from batch N, the cluster kernel before it (below).
   local rm_from = rm and tune.rfrom and tune_number("rfrom", tune.rfrom)
-  if rmc and rm_from then refuse("tune: rfrom with rcl") end
   local clusters_ok = tune.strategy ~= "tiled" and tune.grid ~= "1"
   -- Where rmma is planned, whether the cluster kernel takes the batches
   -- before it (where D >= 64, in tf32 whatever D, unless tuned; see below)
-  local clusters_first = rm and clusters_ok and not rmc
+  local clusters_first = rm and clusters_ok
       and (rm_from and rm_from > 1 or not rm_from and (spec.dim >= 64 or rm.cluster > 1) and rm_last > 1)
   -- The cluster kernel with layer 3 folded into the next step's layer 1
   -- (Euler; two more packed segments, M and c; tune fold=0: never, fold=1:
@@ -1117,7 +1098,7 @@ return function(spec)
   local fold = tune_switch(tune, "fold") and clusters_ok and (fold_forced or spec.hidden <= 128)
       and (not rm or clusters_first)
   if fold then
-    local probe = cluster(spec, blocks, 1, 0, l2_by_warp, l1_pairs, true)
+    local probe = cluster(spec, blocks, 1, 0, l2_by_warp, true)
     fold = probe ~= nil and probe.fold
   end
   -- whether the variant of `rows` samples a cluster folds (where it fits)
@@ -1160,24 +1141,16 @@ return function(spec)
     for _, rows in ipairs(list_of_ints("rows", tune.rows, {1, 2, 3, 4, 6, 8})) do
       if cap and covered >= cap then break end
       local limit = cap and math.min(cap, rows * clusters_at_once) or rows * clusters_at_once
-      local v = cluster(spec, blocks, rows, limit, l2_by_warp, l1_pairs, folds(rows))
+      local v = cluster(spec, blocks, rows, limit, l2_by_warp, folds(rows))
       if v and limit > covered then
         v.min_batch = covered + 1
-        v.drop = tune.drop
-        v.own_local = own_local and blocks > 1 and v.fold
+        v.own_local = v.fold
         variants[#variants + 1] = v
         covered = limit
         last = v
       end
     end
     return last
-  end
-  if rmc then
-    local v = rmma(spec, tune, rmc)
-    v.max_batch = math.min(RMMA_ROWS * at_once[rcl], rm_last - 1)
-    v.drop = tune.drop
-    variants[#variants + 1] = v
-    covered = v.max_batch
   end
   if rm then
     -- Where D >= 64, the (fp32) cluster kernel before rmma while one wave
@@ -1229,8 +1202,7 @@ return function(spec)
       local v = rmma(spec, tune, layout)
       v.min_batch = covered + 1
       v.max_batch = last
-      v.drop = tune.drop
-      v.own_local = own_local
+      v.own_local = true
       variants[#variants + 1] = v
       covered = last
     end

@@ -604,36 +604,24 @@ static void test_strategies_by_shape(void **state) {
   flowgen_kernel_free(k);
 
   /* The cluster kernel's layer 2 by warp where own units come in 32s
-   * (their partials in shared memory), by lanes with tune l2w=0 or where
-   * they do not (D=16, H=64: 16 own units). */
+   * (their partials in shared memory), by lanes where they do not (D=16,
+   * H=64: 16 own units). */
   spec = fg_test_spec(64, 256, 4, 90);
   k = generate(&spec, NULL);
   assert_contains(flowgen_kernel_source(k), "float p2[kWarps * kRows * kOwn];");
   assert_null(strstr(flowgen_kernel_source(k), "kLanes2"));
-  flowgen_kernel_free(k);
-  flowgen_options by_lanes = {.tune = "l2w=0"};
-  k = generate(&spec, &by_lanes);
-  assert_null(strstr(flowgen_kernel_source(k), "float p2["));
-  assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
   flowgen_kernel_free(k);
   spec = fg_test_spec(16, 64, 4, 90);
   k = generate(&spec, NULL);
   assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
   assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
   flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "l2w=2");
-  /* Layer 1 by pairs of lanes (two units over half of x), a unit a
-   * thread with tune l1p=0 */
+  /* Layer 1 by pairs of lanes (two units over half of x) */
   spec = fg_test_spec(64, 256, 4, 90);
   k = generate(&spec, NULL);
   assert_contains(flowgen_kernel_source(k), "float w1[2][kDim / 2];");
   assert_contains(flowgen_kernel_source(k), "__shfl_xor_sync(0xffffffffu, half ? s0 : s1, 1);");
   flowgen_kernel_free(k);
-  flowgen_options one = {.tune = "l1p=0"};
-  k = generate(&spec, &one);
-  assert_contains(flowgen_kernel_source(k), "float w1[kDim];");
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "l1p=2");
 }
 
 /* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
@@ -705,7 +693,7 @@ static int count_of(const char *text, const char *needle) {
  * or at every count of samples where H <= 2 D (bf16 and fp16: the one
  * variant before rmma, tf32: the three before rmma_c2; none, nor M and c,
  * where rmma comes first: D < 64,
- * rfrom=1, rmma=1, rcl); never with a multi-stage solver; tune fold=0
+ * rfrom=1, rmma=1); never with a multi-stage solver; tune fold=0
  * never, fold=1 wherever it fits (the partials fit 48 KB of shared memory:
  * 1 to 4 samples at D=64, H=256).  Only then does params hold M and c. */
 static void test_cluster_fold_plan(void **state) {
@@ -725,12 +713,10 @@ static void test_cluster_fold_plan(void **state) {
                {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 0},
                {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 4},
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=0", 0},
-               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "l2w=0", 0},
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4, NULL, 0},
                {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 1},
                {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rfrom=1", 0},
                {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rmma=1", 0},
-               {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rcl=4", 0},
                {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0},
                {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rfrom=31", 1},
                {16, 64, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 0}};
@@ -819,8 +805,7 @@ static void test_cluster_barriers_split(void **state) {
  * it (the folded cluster kernel: the unit's own thread; rmma3: the thread
  * that stored its word), so each block expects the others' bytes only;
  * the unfolded cluster kernel still sends it (its Euler step reads the
- * partials of outputs other threads summed); tune own=0 sends it
- * everywhere. */
+ * partials of outputs other threads summed). */
 static void test_own_partial_plan(void **state) {
   (void)state;
   static const char kFoldOthers[] = "constexpr unsigned kBytes = (kClusterBlocks - 1) * kPartial * 4;";
@@ -833,12 +818,6 @@ static void test_own_partial_plan(void **state) {
   assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 0);
   assert_int_equal(count_of(flowgen_kernel_source(k), "for (int i = 1; i < kClusterBlocks; ++i) {"), 6);
   flowgen_kernel_free(k);
-  flowgen_options sent = {.tune = "own=0"};
-  k = generate(&spec, &sent);
-  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 0);
-  assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 6);
-  assert_int_equal(count_of(flowgen_kernel_source(k), "for (int i = 1; i <= kClusterBlocks; ++i) {"), 6);
-  flowgen_kernel_free(k);
   spec = fg_test_spec(64, 256, 4, 90);  /* not folded; rmma3 after it */
   k = generate(&spec, NULL);
   assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 6);
@@ -846,11 +825,6 @@ static void test_own_partial_plan(void **state) {
   assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3Others), 1);
   assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3All), 0);
   flowgen_kernel_free(k);
-  k = generate(&spec, &sent);
-  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3Others), 0);
-  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3All), 1);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "own=2");
 }
 
 /* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
@@ -1099,14 +1073,6 @@ static void test_wgmma_plan(void **state) {
   flowgen_kernel_free(k);
   expect_tune_refused(&spec, "rmma=0,wg1=72");
   expect_tune_refused(&spec, "rmma=0,wg1=2114");
-
-  /* tune wgpp=1: the two warpgroups take turns (named barriers 1 and 2);
-   * not in the one-warpgroup variant */
-  opts.tune = "wgpp=1";
-  k = generate(&spec, &opts);
-  assert_contains(flowgen_kernel_source(k), "@p bar.sync %1, %2;");
-  assert_contains(flowgen_kernel_source(k), "turn_pass(group, paired && (group == 0 || k + 1 < kSteps));");
-  flowgen_kernel_free(k);
   opts.tune = NULL;
   k = generate(&spec, &opts);
   assert_null(strstr(flowgen_kernel_source(k), "bar.sync"));
@@ -1146,11 +1112,11 @@ static void expect_ws_padded(flowgen_precision precision, const char *piece96) {
  * to 256 (rounded up to 16 and 32), in place of the 64-row mma kernel
  * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
  * consumer warpgroups and a producer one, 128 samples a block, clusters of
- * 2 (wsc=1: none; wsc=4: 4); its pieces in params' segment ws, in the order the
+ * 2 (wsc=1: none); its pieces in params' segment ws, in the order the
  * producer copies them: layer 1 by 32 inputs (ws1=16: 16), then for each
  * chunk of 64 outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer
- * 3 on them; warpgroup 1 starts each layer 1 once warpgroup 0's is done
- * (wsg=0: not), where the ring is shorter than a step's pieces. */
+ * 3 on them; warpgroup 1 starts each layer 1 once warpgroup 0's is done,
+ * where the ring is shorter than a step's pieces. */
 static void test_wgstream_plan(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
@@ -1221,38 +1187,13 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
   flowgen_kernel_free(k);
 
-  expect_ws_cluster(&spec, "wsc=4", "wgstream", 4, 512);
-
-  /* ws1=16, wsg=0: W1 by 16 inputs, the warpgroups as they come */
-  opts.tune = "ws1=16,wsg=0";
+  /* ws1=16: W1 by 16 inputs */
+  opts.tune = "ws1=16";
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "in 16 pieces as streamed");
   assert_contains(src, "put(r, w + 0, 16384);  // W1, outputs 0-255, inputs 0-15");
   assert_contains(src, "constexpr int kK1 = 16;");
-  assert_false(strstr(src, "turn_wait"));
-  flowgen_kernel_free(k);
-
-  /* wspp=1: the warpgroups take turns at layer 1 and each chunk's layer 2 */
-  opts.tune = "wspp=1";
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "turn_wait(group, true);");
-  /* its SiLU masked (unmasked, ptxas spills); rmma's, in the same source, is too */
-  ws = between(src, "// ---- strategy \"wgstream\"", "extern \"C\" __global__");
-  assert_contains(ws, "  return tf32(fmaf(h, th, h));\n");
-  free(ws);
-  flowgen_kernel_free(k);
-
-  /* wsp=1: 32 outputs a chunk, the next chunk's layer 2 in flight during
-   * a chunk's SiLU, its W2 pieces streamed before the last chunk's W3 */
-  opts.tune = "wsp=1";
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "constexpr int kNC = 32;");
-  assert_contains(src, "put(r, w + 122880, 16384);  // W2, outputs 32-63, inputs 128-255\n"
-                       "    put(r, w + 98304, 8192);  // W3, outputs 0-63, inputs 0-31");
-  assert_contains(src, "chunk(c + 1, d2[1], d2[0], d3, h1, b2p, t, pc);");
   flowgen_kernel_free(k);
 
   expect_ws_padded(FLOWGEN_PRECISION_TF32, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
@@ -1266,11 +1207,7 @@ static void test_wgstream_plan(void **state) {
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
   expect_tune_refused(&spec, "wsn=48");
   expect_tune_refused(&spec, "wsc=3");
-  expect_tune_refused(&spec, "wsp=2");
-  expect_tune_refused(&spec, "wsp=1,wsn=64");
-  expect_tune_refused(&spec, "wspp=2");
-  expect_tune_refused(&spec, "wspp=1,wsp=1");
-  expect_tune_refused(&spec, "wsg=2");
+  expect_tune_refused(&spec, "wsc=4");
   expect_tune_refused(&spec, "ws1=24");
 
   /* D=16, H=32: 3 pieces a step (W1 by 16, D being no multiple of 32),
@@ -1350,7 +1287,7 @@ static void test_wgstream3_plan(void **state) {
   flowgen_kernel_free(k);
   /* tf32's keys leave fp32 as it is (32 outputs a chunk, pipelined) */
   spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
-  opts.tune = "wsn=64,wspp=1";
+  opts.tune = "wsn=64";
   k = generate(&spec, &opts);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kNC = 32;");
@@ -1577,7 +1514,6 @@ static void test_rmma_plan(void **state) {
   expect_tune_refused(&spec, "rfrom=0");
   expect_tune_refused(&spec, "rfrom=2113");
   expect_tune_refused(&spec, "rfrom=242");  /* beyond the cluster kernel's variants */
-  expect_tune_refused(&spec, "rfrom=9,rcl=4");
   /* D < 64: rmma from the first batch, unless tuned */
   spec.dim = 32;
   opts.tune = NULL;
@@ -1622,32 +1558,6 @@ static void test_rmma_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw1][kKt1];");
   flowgen_kernel_free(k);
 
-  /* tune rcl=4, 2: the kernel over clusters (Euler, sm_90) up to a wave
-   * of clusters (30 of 4 blocks, 48 of 2), one tile a warp, every block
-   * computing layer 1 in full; rmma after it; none for RK4 */
-  spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_BF16;
-  static const struct {
-    const char *tune, *strategy;
-    int threads, last;
-  } over[] = {{"rcl=4", "rmma_c4", 128, 240}, {"rcl=2", "rmma_c2", 256, 384}};
-  for (size_t i = 0; i < sizeof over / sizeof *over; ++i) {
-    opts.tune = over[i].tune;
-    k = generate(&spec, &opts);
-    v = flowgen_kernel_variant(k, 0);
-    assert_string_equal(v->strategy, over[i].strategy);
-    assert_int_equal(v->block_threads, over[i].threads);
-    assert_int_equal(v->cluster_blocks, over[i].tune[4] - '0');
-    assert_int_equal(v->max_batch, over[i].last);
-    assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, over[i].last + 1);
-    assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
-    assert_contains(flowgen_kernel_source(k), "constexpr int kMw1 = kMw * kClusterBlocks;");
-    assert_contains(flowgen_kernel_source(k), "st.async.shared::cluster.mbarrier::complete_tx::bytes");
-    flowgen_kernel_free(k);
-  }
-  opts.tune = NULL;
-  expect_tune_refused(&spec, "rcl=3");
-
   /* RK4: the stages' inputs (x + a dt v) and sums (b v) */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
@@ -1657,12 +1567,6 @@ static void test_rmma_plan(void **state) {
   assert_contains(flowgen_kernel_source(k), "float sums[kPerThread];");
   assert_contains(flowgen_kernel_source(k), "// stage 4 of 4 (rk4)");
   flowgen_kernel_free(k);
-  opts.tune = "rcl=4";
-  k = generate(&spec, &opts);
-  assert_null(find_strategy(k, "rmma_c4"));
-  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma");
-  flowgen_kernel_free(k);
-  opts.tune = NULL;
 
   /* none: fp32, tf32 (over clusters only: rmma_c2, below), sm_75, D=112
    * with H=256 and D=80 with H=240 (too many registers; the latter spills

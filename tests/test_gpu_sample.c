@@ -612,9 +612,7 @@ static void check_variant(const char *tune, const char *strategy, const variant_
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
  * variant (wgmma64, from the register-resident kernel's last batch + 1 to
- * 8448), one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000) and the
- * two warpgroups taking turns (wgpp=1; first + 64 leaves the last block's
- * second warpgroup without samples, so no turns there). */
+ * 8448) and one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000). */
 static void check_wgmma_variant(const char *tune, const char *strategy) {
   static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
                                          {3, 100, 5, FLOWGEN_PRECISION_FP16},
@@ -630,20 +628,16 @@ static void test_wgmma_strategy(void **state) {
   check_wgmma_variant(NULL, "wgmma");
   check_wgmma_variant(NULL, "wgmma64");
   check_wgmma_variant("rmma=0,wg1=1000", "wgmma64");
-  check_wgmma_variant("wgpp=1", "wgmma");
 }
 
 /* The streamed warpgroup variant (tf32, Euler, sm_90) at the tf32
  * tolerance (1e-4): its first batch (2113) and four more of no multiple of
  * 128, whose last cluster of 2 holds 65, 129, 130, 41 and 133 samples (a
  * second block without samples, warpgroups with one sample or none); D and
- * H of no multiple of 16 and 32; blocks alone (wsc=1), clusters of 4
- * (wsc=4: last clusters with two or three blocks without samples), 32
- * outputs a chunk, the next chunk's layer 2 in flight during a chunk's
- * SiLU (wsp=1), the warpgroups taking turns (wspp=1); warpgroup 1
- * starting each layer 1 once warpgroup 0's is done (the plan at the first
- * two shapes, whose rings are shorter than a step's pieces; wsg=0: not),
- * W1 by 32 inputs a piece (the plan at D=64; ws1=16: 16). */
+ * H of no multiple of 16 and 32; blocks alone (wsc=1), 32 outputs a
+ * chunk; warpgroup 1 starting each layer 1 once warpgroup 0's is done (the
+ * plan at the first two shapes, whose rings are shorter than a step's
+ * pieces), W1 by 32 inputs a piece (the plan at D=64; ws1=16: 16). */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -657,11 +651,7 @@ static void test_wgstream_strategy(void **state) {
   check_variant_within("wsc=1", "wgstream", shapes, n, 1e-4);
   check_variant_within("wsn=32", "wgstream", shapes, 1, 1e-4);
   check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
-  check_variant_within("wsp=1", "wgstream", shapes, n, 1e-4);
-  check_variant_within("wsc=4", "wgstream", shapes, n, 1e-4);
-  check_variant_within("wspp=1", "wgstream", shapes, n, 1e-4);
   check_variant_within("ws1=16", "wgstream", shapes, n, 1e-4);
-  check_variant_within("wsg=0", "wgstream", shapes, 1, 1e-4);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance
@@ -721,23 +711,6 @@ static void test_low_precision_small_batches(void **state) {
   check_variant(NULL, "rmma", shapes, n);
 }
 
-/* The register-resident kernel over a cluster (FLOWGEN_TUNE=rcl=4 and 2;
- * bf16 and fp16, Euler, sm_90): one warp a block (D=24, H=64 at rcl=4), H
- * of no multiple of 32 (D=40, H=96: three warps), a last cluster of one
- * and of seven samples. */
-static void test_rmma_cluster(void **state) {
-  FG_SKIP_WITHOUT_GPU();
-  (void)state;
-  skip_below(90);
-  static const variant_shape four[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
-                                       {24, 64, 5, FLOWGEN_PRECISION_FP16}};
-  static const variant_shape two[] = {{64, 256, 8, FLOWGEN_PRECISION_FP16},
-                                      {40, 96, 4, FLOWGEN_PRECISION_BF16},
-                                      {24, 64, 5, FLOWGEN_PRECISION_BF16}};
-  check_variant("rcl=4", "rmma_c4", four, sizeof four / sizeof *four);
-  check_variant("rcl=2", "rmma_c2", two, sizeof two / sizeof *two);
-}
-
 /* tf32 on the register-resident kernel over clusters (sm_90, Euler) at the
  * tf32 tolerance (1e-4): as planned, clusters of 2 from batch 91 after the
  * cluster kernel (D=64, H=256), from the first batch where that does not
@@ -792,14 +765,12 @@ static void test_rmma3_strategy(void **state) {
   check_variant_within(NULL, "rmma3_r8", eight, 3, 1e-6);
   check_variant_within("r16=0", "rmma3_r8", after, 2, 1e-6);
   check_variant_within("rmma=300", "rmma3_r16", after, 1, 1e-6);
-  check_variant_within("own=0", "rmma3_r16", after, 1, 1e-6);  /* each block's own sum sent to itself */
 }
 
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
- * tolerance, its layer 2 by warp (the default where own units come in 32s)
- * and by lanes (FLOWGEN_TUNE=l2w=0), its layer 1 by pairs of lanes (the
- * default) and a unit a thread (l1p=0), of 4 and 8 blocks, 1 to 8
- * samples a cluster over one to three waves of clusters, Euler and RK4. */
+ * tolerance, its layer 2 by warp (where own units come in 32s) and by
+ * lanes (D=16, H=64), of 4 and 8 blocks, 1 to 8 samples a cluster over one
+ * to three waves of clusters, Euler and RK4. */
 static void test_cluster_layer2(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -817,10 +788,6 @@ static void test_cluster_layer2(void **state) {
   check_variants_within(NULL, planned, n_planned, shapes, n, 1e-6);
   check_variants_within("rmma=0", planned, n_planned, shapes, 1, 1e-6);
   check_variant_within("cluster=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
-  check_variant_within("l2w=0", "cluster4_r1", shapes, n, 1e-6);
-  check_variant_within("l2w=0", "cluster4_r2", shapes, 1, 1e-6);
-  check_variant_within("l1p=0", "cluster4_r1", shapes, n, 1e-6);  /* layer 1 a unit a thread */
-  check_variant_within("l1p=0", "cluster4_r3", shapes, 2, 1e-6);
   check_variant_within("rows=4,cwaves=2,rmma=0", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
   check_variant_within("fold=0", "cluster4_r1", shapes, n, 1e-6);  /* x carried, layer 3 apart */
   check_variant_within("fold=0", "cluster4_r3", shapes, 1, 1e-6);
@@ -862,7 +829,6 @@ static void test_cluster_fold(void **state) {
   static const char *const four[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3", "cluster4_r4"};
   check_variants_within("fold=1", four, 4, forced, 1, 1e-6);
   check_variant_within("fold=1,cluster=8", "cluster8_r1", forced, 1, 1e-6);
-  check_variant_within("own=0", "cluster4_r1", planned_shapes, 1, 1e-6);  /* own partial sent to itself */
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of
@@ -920,7 +886,6 @@ int main(void) {
       cmocka_unit_test(test_wgstream_strategy),
       cmocka_unit_test(test_wgstream3_strategy),
       cmocka_unit_test(test_rmma_strategy),
-      cmocka_unit_test(test_rmma_cluster),
       cmocka_unit_test(test_rmma_tf32),
       cmocka_unit_test(test_rmma3_strategy),
       cmocka_unit_test(test_low_precision_small_batches),

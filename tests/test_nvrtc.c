@@ -299,9 +299,8 @@ static void test_precisions_compile(void **state) {
 
 /* The tuned variants of the tiled kernels: several weight tiles in flight,
  * deeper tiles, the cluster split (FLOWGEN_TUNE=tstages=4,tchunk=64); of
- * the cluster kernel: layer 2 by lanes (l2w=0), 8 blocks a cluster, layer
- * 1 a unit a thread (l1p=0), layer 3 folded into layer 1 (fold=1, of 4
- * and 8 blocks). */
+ * the cluster kernel: 8 blocks a cluster, layer 3 folded into layer 1
+ * (fold=1, of 4 and 8 blocks). */
 static void test_tuned_variants_compile(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -313,10 +312,7 @@ static void test_tuned_variants_compile(void **state) {
   } cases[] = {
       {128, 512, 2, FLOWGEN_SOLVER_EULER, "tstages=4,tchunk=64"},
       {33, 130, 2, FLOWGEN_SOLVER_HEUN, "tstages=3,mma=0"},
-      {64, 256, 2, FLOWGEN_SOLVER_EULER, "l2w=0"},
       {64, 256, 2, FLOWGEN_SOLVER_RK4, "cluster=8"},
-      {64, 256, 2, FLOWGEN_SOLVER_EULER, "l1p=0"},
-      {24, 96, 2, FLOWGEN_SOLVER_HEUN, "l1p=0,l2w=0"},
       {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
       {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1,cluster=8"},
       {64, 128, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
@@ -356,8 +352,7 @@ static void lasts_compile_clean(const last_case *cases, size_t n) {
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
  * without warnings (ptxas reports wgmma it must serialize) or spills: 128
  * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
- * of 16, the largest D, one warpgroup a block (wg1), warpgroups taking
- * turns (wgpp). */
+ * of 16, the largest D, one warpgroup a block (wg1). */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -366,8 +361,6 @@ static void test_wgmma_compiles(void **state) {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
       {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64", "wgmma"},
       {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=481", "wgmma"},
-      {17, 200, FLOWGEN_PRECISION_BF16, "wgpp=1", "wgmma"},
-      {160, 200, FLOWGEN_PRECISION_FP16, "wgpp=1", "wgmma"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL, "wgmma"},
       {3, 100, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
       {80, 240, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
@@ -379,9 +372,7 @@ static void test_wgmma_compiles(void **state) {
 /* The streamed warpgroup variants (sm_90a; tf32: wgstream, fp32:
  * wgstream3) compile without warnings (no serialized wgmma) or spills: the
  * default shape, blocks alone (wsc=1) and clusters of 2 (fp32: wsc=2), 32
- * outputs a chunk (wsn=32), the next chunk's layer 2 in flight during a
- * chunk's SiLU (wsp=1), the warpgroups taking turns (wspp=1), D and H of
- * no multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
+ * outputs a chunk (wsn=32), D and H of no multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
  * one of 96), the smallest shapes. */
 static void test_wgstream_compiles(void **state) {
   (void)state;
@@ -390,10 +381,7 @@ static void test_wgstream_compiles(void **state) {
   static const last_case cases[] = {{64, 256, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
                {64, 256, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
                {64, 256, FLOWGEN_PRECISION_TF32, "wsn=32", "wgstream"},
-               {64, 256, FLOWGEN_PRECISION_TF32, "wsp=1", "wgstream"},
-               {64, 256, FLOWGEN_PRECISION_TF32, "wspp=1", "wgstream"},
                {17, 200, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
-               {17, 200, FLOWGEN_PRECISION_TF32, "wsp=1", "wgstream"},
                {3, 100, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
                {1, 1, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
                {64, 256, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
@@ -408,8 +396,7 @@ static void test_wgstream_compiles(void **state) {
  * the default shape, D and H of no multiple of 16, the largest D for
  * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
  * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
- * beside the wgmma variants; over clusters of 4 and 2 blocks (rcl); fp32
- * as tf32x3 (rmma3). */
+ * beside the wgmma variants; fp32 as tf32x3 (rmma3). */
 static void test_rmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -440,23 +427,6 @@ static void test_rmma_compiles(void **state) {
     flowgen_kernel *k = NULL;
     assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
     assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
-    flowgen_kernel_free(k);
-    compile_clean_tuned(&spec, opts.tune);
-  }
-  /* over a cluster (rcl): 4 blocks of 4 warps, of one warp (D=24, H=64),
-   * 2 blocks of 3 warps (D=40, H=96), W1 in shared memory */
-  static const struct {
-    int dim, hidden;
-    const char *tune, *strategy;
-  } clusters[] = {{64, 256, "rcl=4", "rmma_c4"}, {24, 64, "rcl=4", "rmma_c4"},
-                  {40, 96, "rcl=2", "rmma_c2"}, {64, 256, "rcl=4,rw1=smem", "rmma_c4"}};
-  for (size_t i = 0; i < sizeof clusters / sizeof *clusters; ++i) {
-    flowgen_spec spec = fg_test_spec(clusters[i].dim, clusters[i].hidden, 4, 90);
-    spec.precision = i % 2 ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16;
-    flowgen_options opts = {.tune = clusters[i].tune};
-    flowgen_kernel *k = NULL;
-    assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
-    assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, clusters[i].strategy);
     flowgen_kernel_free(k);
     compile_clean_tuned(&spec, opts.tune);
   }
