@@ -237,10 +237,35 @@ local function render_into(buf, name, vars)
   load_chunk(source, chunkname, strict(env, str.sub(chunkname, 2)))()
 end
 
+-- import(name): the value of the plan module name.lua (a strategy, the
+-- device's figures, ...), run once per generation in an environment of its
+-- own (the base one and import), so that every module and template that
+-- imports it shares that value.
+local function importer()
+  local loaded, loading = {}, {}
+  local function import(name)
+    if type(name) ~= "string" then error("import: expected a module name", 2) end
+    if loaded[name] == nil then
+      if loading[name] then error("import: " .. name .. ".lua imports itself", 2) end
+      loading[name] = true
+      local text, chunkname = load_file(name .. ".lua")
+      local env = base_env()
+      env.import = import
+      local value = load_chunk(text, chunkname, strict(env, str.sub(chunkname, 2)))()
+      loaded[name] = value == nil and true or value
+      loading[name] = nil
+    end
+    return loaded[name]
+  end
+  return import
+end
+
 -- Runs plan.lua: it returns a function(spec) -> plan table.
-local function make_plan(spec)
+local function make_plan(spec, import)
   local text, chunkname = load_file("plan.lua")
-  local env = strict(base_env(), str.sub(chunkname, 2))
+  local env = base_env()
+  env.import = import
+  env = strict(env, str.sub(chunkname, 2))
   local planner = load_chunk(text, chunkname, env)()
   if type(planner) ~= "function" then
     error(str.sub(chunkname, 2) .. ": must return a function(spec)", 0)
@@ -315,9 +340,10 @@ end
 function engine.generate(spec)
   local ok, source, variants = xpcall(function()
     spec.tune = parse_tune(spec.tune)
-    local plan = make_plan(spec)
+    local import = importer()
+    local plan = make_plan(spec, import)
     local buf = {}
-    render_into(buf, plan.template, {spec = spec, plan = plan})
+    render_into(buf, plan.template, {spec = spec, plan = plan, import = import})
     return buf, plain_variants(plan)
   end, function(e)
     if getmetatable(e) == Refusal then return e end
