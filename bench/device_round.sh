@@ -4,7 +4,8 @@
 # FLOWGEN_BUILD=$PWD/build`, so that test_examples finds jit_sample built
 # where the static Lua and jansson are).  Results land in $OUT (or
 # ./device-out).
-# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|fold|small|wgstream|wgstream3|rmma3|digits|all]...
+# usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|small|wgstream|wgstream3|rmma3|digits|all]...
+# FLOWGEN_TUNE: the planner's overrides (docs/tuning.md).
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
 #             (default: all, in order; a cold round of them takes more
@@ -25,10 +26,10 @@
 #             and PyTorch in each precision beside it (PYTORCH_BATCHES);
 #             sh bench/plot.sh out.png precisions.json pytorch-*.json
 #             plots them
-#   tune      the matrix-unit kernel's configurations (FLOWGEN_TUNE) at
+#   tune      the matrix-unit kernel's dials (FLOWGEN_TUNE=mma.*) at
 #             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
 #             kernels' (tiles in flight, tile depth, cluster split) at B=1
-#             and 64 on shapes with large weights
+#             and 64 on shapes with large weights (tiled.*)
 #   large     fp32 at B = 2048, 4096 and 65536 on shapes with H >= 512
 #             (LARGE_SHAPES, LARGE_BATCHES), gemm instead of mma at H=512,
 #             and PyTorch beside it (--quick both)
@@ -42,21 +43,23 @@
 #             and 65536, then compute-sanitizer memcheck, racecheck and
 #             synccheck over its kernels (--only gemm)
 #   gemm-tune the gemm strategy with two blocks per SM of 32-row tiles
-#             (gblocks=2,gmt=1) at B = 4096 and 65536 (at 65536 also
-#             instead of mma on H=512), then gblocks=2, gmt=4 and gbk=64
-#             at B=4096
+#             (gemm.per_sm=2,gemm.rows=32) at B = 4096 and 65536 (at 65536
+#             also instead of mma on H=512), then gemm.per_sm=2,
+#             gemm.rows=128 and gemm.chunk=64 at B=4096
 #   check     after kernel changes: every GPU test (as tests), then the
 #             points they move: D=64, H=256 in fp32, tf32 and bf16 at
 #             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
 #   wgmma     the wgmma variants (bf16, fp16 on sm_90a): their GPU tests, bf16
 #             and fp16 at the default shape beside the mma kernel
-#             (FLOWGEN_TUNE=wgmma=0), with 64 outputs a wgmma, the
-#             one-warpgroup variant from B=73 to 8448 beside
-#             mma16 (rmma=0 and rmma=0,wg1=0), compute-sanitizer over each
+#             (FLOWGEN_TUNE=skip=wgmma64:wgmma), with 64 outputs a wgmma
+#             (wgmma.n=64), the one-warpgroup variant from B=73 to 8448
+#             beside mma16 (skip=rmma and skip=rmma:wgmma64),
+#             compute-sanitizer over each
 #   rmma      the register-resident kernel (bf16, fp16): its GPU tests, bf16
 #             and fp16 at the default shape from B=1 to 8448 beside the plan
-#             without it (rmma=0) and with it to 8448, compute-sanitizer
-#             over it (also to batch 2112, rmma=2112)
+#             without it (skip=rmma) and with it to 8448 (rmma=:8448),
+#             compute-sanitizer over it (from the first batch: rmma=1:, and
+#             to 2112: rmma=1:2112)
 #   probe     build/probe (make probe): on-chip latencies, mma.sync's rate
 #             on one SM, the SM clock between small kernels, the cluster
 #             kernel's exchange alone, its blocks' loads of their weights
@@ -77,13 +80,10 @@
 #   rmma3     fp32 as tf32x3 on the register-resident kernel over clusters
 #             of 4: its GPU tests, fp32 from B=180 to 4224 over
 #             RMMA3_SHAPES (RMMA3_BATCHES), beside it by 8 samples a
-#             cluster only (r16=0) and without it (rmma=0),
+#             cluster only (skip=rmma3_r16) and without it (skip=rmma3),
 #             compute-sanitizer over it, the cluster kernel's tests
-#   fold      the cluster kernel's layer 3 folded into layer 1 beside
-#             fold=0 (H=128) and forced (fold=1, the default shape): its GPU
-#             tests, fp32 from B=1 to 240, sanitizers
 #   small     bf16 and fp16 at small batches: the plan (the cluster kernel
-#             before rmma where D >= 64) beside rfrom=1 and rmma=0 over
+#             before rmma where D >= 64) beside rmma=1: and skip=rmma over
 #             shapes ($SMALL_SHAPES), its GPU tests, sanitizers
 #   digits    the built-in digits model sampled on the GPU, then evaluated
 # PRECISION_BATCHES, PYTORCH_BATCHES and SWEEP_SHAPES / SWEEP_BATCHES narrow those parts;
@@ -92,7 +92,7 @@
 # leaves PyTorch out.  ROUND_TAR=1 packs the files a round leaves in $OUT
 # into one, $OUT/round.tar.gz (for a machine that returns few files).
 #   all       (or no part) every part but check, cluster-sanitize, large, tune, tune-tests,
-#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, fold, small, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
+#             gemm, gemm-tune, wgmma, rmma, probe, profile, steps, small, wgstream, wgstream3 and rmma3 (sanitize and sweep cover the gemm
 #             variant too)
 set -u
 out=${OUT:-device-out}
@@ -206,13 +206,14 @@ for what in "$@"; do
     fi ;;
   tune)
     : > "$out/tune.txt"
-    for t in "" mstages=2 mchunk=16 mchunk=64 mrows=32 mrows=32,mblocks=2 \
-             mrows=32,mchunk=16,mblocks=2 mrows=16,mblocks=2; do
+    for t in "" mma.stages=2 mma.chunk=16 mma.chunk=64 mma.rows=32 mma.rows=32,mma.per_sm=2 \
+             mma.rows=32,mma.chunk=16,mma.per_sm=2 mma.rows=16,mma.per_sm=2; do
       echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
       FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
         --shapes 64,256,32 --batches 1000,65536 >> "$out/tune.txt" 2>&1 || status=1
     done
-    for t in "" tchunk=128 tstages=3 tstages=4 tstages=4,tchunk=64 tstages=6,tchunk=64 tcluster=4; do
+    for t in "" tiled.chunk=128 tiled.stages=3 tiled.stages=4 tiled.stages=4,tiled.chunk=64 \
+             tiled.stages=6,tiled.chunk=64 tiled.blocks=4; do
       echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
       FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline \
         --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 1,64 \
@@ -225,8 +226,8 @@ for what in "$@"; do
     timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline --shapes "$shapes" \
       --batches $batches --json "$out/large.json" > "$out/large.txt" 2>&1 || status=1
     grep 'B=' "$out/large.txt"
-    echo "FLOWGEN_TUNE=mma=0 (gemm instead of mma at H=512)"
-    FLOWGEN_TUNE=mma=0 timeout 100 build/bench --quick --no-startup --no-baseline \
+    echo "FLOWGEN_TUNE=skip=mma16:mma (gemm instead of mma at H=512)"
+    FLOWGEN_TUNE=skip=mma16:mma timeout 100 build/bench --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32" --batches 65536 2>&1 | grep 'B=' || status=1
     if have_torch; then
       timeout "${LARGE_TIMEOUT:-280}" python3 bench/pytorch_baseline.py --quick --shapes "$shapes" \
@@ -234,7 +235,7 @@ for what in "$@"; do
       python3 bench/compare.py "$out/large.json" "$out/large-pytorch.json" | tee "$out/large-compare.txt"
     fi ;;
   tune-tests)
-    for t in tstages=4,tchunk=64 tstages=3; do
+    for t in tiled.stages=4,tiled.chunk=64 tiled.stages=3; do
       FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \
         && echo "tune-tests $t: test_gpu_sample passed" || { echo "tune-tests $t: FAILED"; status=1; }
       FLOWGEN_TUNE=$t timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool memcheck --error-exitcode 1 \
@@ -248,7 +249,7 @@ for what in "$@"; do
     grep 'B=' "$out/grid.txt"
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   gemm)
-    for t in "" gblocks=2,gmt=1; do
+    for t in "" gemm.per_sm=2,gemm.rows=32; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t filtered_tests "gemm-${t:-default}" 'test_gemm_*'
     done
@@ -258,18 +259,18 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;
   gemm-tune)
     shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32"
-    echo "FLOWGEN_TUNE=gblocks=2,gmt=1"
-    FLOWGEN_TUNE=gblocks=2,gmt=1 timeout 250 build/bench --quick --no-startup --no-baseline \
+    echo "FLOWGEN_TUNE=gemm.per_sm=2,gemm.rows=32"
+    FLOWGEN_TUNE=gemm.per_sm=2,gemm.rows=32 timeout 250 build/bench --quick --no-startup --no-baseline \
       --shapes "$shapes;1024,4096,32" --batches 4096,65536 --json "$out/gemm-gblocks2-gmt1.json" \
       2>&1 | grep 'B=' || status=1
-    echo "FLOWGEN_TUNE=mma=0,gblocks=2,gmt=1"
-    FLOWGEN_TUNE=mma=0,gblocks=2,gmt=1 timeout 60 build/bench --quick --no-startup --no-baseline \
+    echo "FLOWGEN_TUNE=skip=mma16:mma,gemm.per_sm=2,gemm.rows=32"
+    FLOWGEN_TUNE=skip=mma16:mma,gemm.per_sm=2,gemm.rows=32 timeout 60 build/bench --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32" --batches 65536 --json "$out/gemm-nomma.json" \
       2>&1 | grep 'B=' || status=1
-    for t in gblocks=2 gmt=4 gbk=64; do
+    for t in gemm.per_sm=2 gemm.rows=128 gemm.chunk=64; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline \
-        --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =, __).json" 2>&1 | grep 'B=' || status=1
+        --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =,. ___).json" 2>&1 | grep 'B=' || status=1
     done ;;
   check)
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
@@ -282,12 +283,12 @@ for what in "$@"; do
       2>&1 | grep 'B=' || status=1 ;;
   wgmma)
     filtered_tests wgmma 'test_wgmma_*'
-    for t in wgmma=0 "" wgn=64; do
+    for t in skip=wgmma64:wgmma "" wgmma.n=64; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
     done
-    for t in rmma=0 rmma=0,wg1=0; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
+    for t in skip=rmma skip=rmma:wgmma64; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline --precisions bf16 \
         --shapes 64,256,32 --batches 73,256,1000,2112,2113,4096,8448 2>&1 | grep 'B=' || status=1
@@ -297,14 +298,15 @@ for what in "$@"; do
     done ;;
   rmma)
     filtered_tests rmma 'test_rmma_*'
-    for t in rmma=0 "" rmma=8448; do
+    for t in skip=rmma "" rmma=:8448; do
       echo "FLOWGEN_TUNE=$t"
       FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
-      FLOWGEN_TUNE=rfrom=1 sanitizer rmma $tool --light --only rmma  # from a block of one sample
-      FLOWGEN_TUNE=rmma=2112,rfrom=1 sanitizer rmma-stages $tool --light --only rmma  # and the multi-stage cases
+      # from a block of one sample, then the multi-stage cases
+      FLOWGEN_TUNE=rmma=1:,rmma_c2=1:,rmma3_r8=1: sanitizer rmma $tool --light --only rmma
+      FLOWGEN_TUNE=rmma=1:2112,rmma_c2=1:2112 sanitizer rmma-stages $tool --light --only rmma
     done ;;
   probe)
     build/probe | tee "$out/probe.txt" || status=1 ;;
@@ -323,58 +325,43 @@ for what in "$@"; do
         > "$out/profile-$p-sass.csv" 2>&1
       grep -E 'stalled|Issued|Pipe|Warp Cycles|Eligible|Duration|Throughput|L2|Hit' "$out/profile-$p.txt" | head -80
     done ;;
-  fold)
-    # The cluster kernel's layer 3 folded into layer 1 (the default where H
-    # <= 128) beside fold=0: its GPU tests, fp32 at H=128 from B=1 to 240
-    # and forced (fold=1) at the default shape, compute-sanitizer over the
-    # plan and under fold=1.
-    filtered_tests fold 'test_cluster_*'
-    TUNE_SHAPES="64,128,32;32,128,32"
-    time_tunes fold fp32 1,8,30,31,64,120,240 "" fold=0
-    TUNE_SHAPES=
-    time_tunes fold fp32 1,8,64,120 "" fold=1
-    for tool in memcheck racecheck synccheck; do
-      sanitizer fold $tool --light --only cluster
-    done
-    export FLOWGEN_TUNE=fold=1
-    sanitizer fold-forced racecheck --light --only cluster
-    sanitizer fold-forced synccheck --light --only cluster
-    unset FLOWGEN_TUNE ;;
   small)
     # bf16 and fp16 at small batches: the cluster kernel's first wave
-    # before rmma (the plan) beside rmma from the first batch (rfrom=1) and
-    # the cluster kernel throughout (rmma=0), over shapes ($SMALL_SHAPES);
+    # before rmma (the plan) beside rmma from the first batch (rmma=1:) and
+    # the cluster kernel throughout (skip=rmma), over shapes ($SMALL_SHAPES);
     # its GPU tests; compute-sanitizer over the cluster kernel (build/sanitize
     # has a bf16 case).
     filtered_tests small 'test_low_precision_small_batches'
     TUNE_SHAPES=${SMALL_SHAPES:-"64,256,32;64,128,32;32,128,32;16,64,32;32,256,32;64,64,32"}
-    time_tunes small bf16 1,8,30,31,45,60,90 "" rfrom=1 rmma=0
+    time_tunes small bf16 1,8,30,31,45,60,90 "" rmma=1: skip=rmma
     TUNE_SHAPES=
-    time_tunes small fp16 1,8,30 "" rfrom=1
+    time_tunes small fp16 1,8,30 "" rmma=1:
     for tool in racecheck synccheck; do
       sanitizer small $tool --light --only cluster
     done ;;
   wgstream)
     # The streamed warpgroup kernel (tf32 on wgmma, weights from L2): its GPU
     # tests; where they pass, tf32 at B = 2113 to 262144 as planned, without
-    # it (the mma kernels), in blocks alone (wsc=1), with 32 outputs a chunk
-    # (wsn=32); compute-sanitizer over it (from its first batch, 2113).
+    # it (the mma kernels), in blocks alone (wgstream.blocks=1), with 32
+    # outputs a chunk (wgstream.n=32); compute-sanitizer over it (from its
+    # first batch, 2113).
     filtered_tests wgstream 'test_wgstream_strategy'
     if grep -q PASSED "$out/wgstream-tests.log"; then
-      time_tunes wgstream tf32 2113,16896,65536,262144 "" wgstream=0 wsc=1 wsn=32
+      time_tunes wgstream tf32 2113,16896,65536,262144 "" skip=wgstream wgstream.blocks=1 wgstream.n=32
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
-        FLOWGEN_TUNE=wsc=1 sanitizer wgstream1 $tool --light --only wgstream
+        FLOWGEN_TUNE=wgstream.blocks=1 sanitizer wgstream1 $tool --light --only wgstream
       done
     fi ;;
   wgstream3)
     # fp32 as tf32x3 on the streamed warpgroup kernel: its GPU tests; where
-    # they pass, fp32 at B = 1057 to 262144 as planned, without it (ws3=0:
-    # the tiled kernel, then the mma kernel) and over clusters of 2 (wsc=2);
+    # they pass, fp32 at B = 1057 to 262144 as planned, without it
+    # (skip=wgstream3: the tiled kernel, then the mma kernel) and over
+    # clusters of 2 (wgstream.blocks=2);
     # compute-sanitizer over it.
     filtered_tests wgstream3 'test_wgstream3_strategy'
     if grep -q PASSED "$out/wgstream3-tests.log"; then
-      time_tunes wgstream3 fp32 1057,2113,4225,8448,8449,16896,65536,262144 "" ws3=0 wsc=2
+      time_tunes wgstream3 fp32 1057,2113,4225,8448,8449,16896,65536,262144 "" skip=wgstream3 wgstream.blocks=2
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream3 $tool --light --only wgstream3
       done
@@ -382,8 +369,9 @@ for what in "$@"; do
   rmma3)
     # fp32 as tf32x3 on the register-resident kernel over clusters of 4:
     # its GPU tests; where they pass, fp32 from B=180 to 4224 as planned
-    # over RMMA3_SHAPES, by 8 samples a cluster only (r16=0) and without it
-    # (rmma=0: the cluster kernel, the 8-row tiled kernel, wgstream3) at
+    # over RMMA3_SHAPES, by 8 samples a cluster only (skip=rmma3_r16) and
+    # without it (skip=rmma3: the cluster kernel, the 8-row tiled kernel,
+    # wgstream3) at
     # fewer points, compute-sanitizer over it; then the cluster kernel's
     # tests, whose plans it changed.
     filtered_tests rmma3 'test_rmma3_strategy'
@@ -391,8 +379,8 @@ for what in "$@"; do
       shapes=${RMMA3_SHAPES:-"64,256,32;32,256,32;17,200,32;32,128,32;128,128,32;16,64,32"}
       TUNE_SHAPES=$shapes time_tunes rmma3 fp32 \
         ${RMMA3_BATCHES:-180,181,240,241,480,720,960,1440,1920,2880,3360,4224} ""
-      TUNE_SHAPES=$shapes time_tunes rmma3-r8 fp32 480,960,1440,2880 r16=0
-      TUNE_SHAPES="64,256,32;16,64,32" time_tunes rmma3-before fp32 181,240,480,960,1440,2880 rmma=0
+      TUNE_SHAPES=$shapes time_tunes rmma3-r8 fp32 480,960,1440,2880 skip=rmma3_r16
+      TUNE_SHAPES="64,256,32;16,64,32" time_tunes rmma3-before fp32 181,240,480,960,1440,2880 skip=rmma3
       for tool in memcheck racecheck synccheck; do
         sanitizer rmma3 $tool --light --only rmma3
       done

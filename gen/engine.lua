@@ -321,10 +321,10 @@ local function parse_tune(text)
   local t = {}
   for entry in string.gmatch(text or "", "([^,]*)") do
     if entry ~= "" then
-      local key, value = string.match(entry, "^([%w_]+)=([%w_.:]+)$")
+      local key, value = string.match(entry, "^([%w_.]+)=([%w_.:]+)$")
       if not key then
-        refuse(string.format("tune: '%s' is not key=value (a key of letters, digits and _, "
-                             .. "a value of those and . :)", entry))
+        refuse(string.format("tune: '%s' is not key=value (a key of letters, digits, _ and ., "
+                             .. "a value of those and :)", entry))
       end
       if t[key] then refuse(string.format("tune: %s given twice", key)) end
       t[key] = value

@@ -211,7 +211,7 @@ static void test_generate(void **state) {
   /* Templates from a folder: the files are read through Lua's buffers. */
   fg_test_copy_templates(work_dir);
   c.opts.template_dir = work_dir;
-  c.opts.tune = "strategy=tiled";
+  c.opts.tune = "only=tiled8:tiled";
   af_sweep(&(af_sweep_spec){.what = "flowgen_generate (template folder, tune)",
                             .call = generate_call,
                             .ctx = &c,

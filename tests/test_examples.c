@@ -253,7 +253,7 @@ static void test_host_launcher_variants_build(void **state) {
   } cases[] = {
       {"--dim 128 --hidden 512 --steps 2", "sm_90"},
       {"--dim 64 --steps 2 --precision bf16", "sm_90"},
-      {"--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tstages=3", "sm_90"},
+      {"--dim 33 --hidden 130 --steps 2 --solver rk4 --tune tiled.stages=3", "sm_90"},
       {"--dim 17 --hidden 200 --steps 2 --precision fp16 --arch sm_90a", "sm_90a"},
       {"--steps 2 --precision tf32 --arch sm_90a", "sm_90a"},
       {"--steps 2 --arch sm_90a", "sm_90a"},

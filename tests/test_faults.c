@@ -1581,7 +1581,7 @@ static void test_newer_device_gets_ptx(void **state) {
 static void test_cluster_of_16_blocks(void **state) {
   (void)state;
   scenario sc;
-  start_tuned(&sc, "cluster=16");
+  start_tuned(&sc, "cluster.blocks=16");
   flowgen_error err = {0};
   const flowgen_variant *v = flowgen_kernel_pick(flowrt_sampler_kernel(sc.s), HOST_BATCH);
   assert_int_equal(v->cluster_blocks, 16);
@@ -1597,7 +1597,7 @@ static void test_cluster_of_16_blocks(void **state) {
 static void test_grid_is_a_cooperative_launch(void **state) {
   (void)state;
   scenario sc;
-  start_tuned(&sc, "grid=1");
+  start_tuned(&sc, "only=grid:tiled8:tiled");
   flowgen_error err = {0};
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *v = flowgen_kernel_pick(k, HOST_BATCH);
@@ -1638,7 +1638,7 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   (void)state;
   g.cooperative_max = 100;
   scenario sc;
-  start_tuned(&sc, "gemm=1,clusters=1,rows=1:2:3,cwaves=1,gfrom=4,rmma=0");
+  start_tuned(&sc, "only=cluster:gemm,gemm=4:");
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *gemm = flowgen_kernel_pick(k, HOST_BATCH);
   assert_string_equal(gemm->strategy, "gemm");
@@ -1657,7 +1657,7 @@ static void test_grid_falls_back_when_not_resident(void **state) {
   (void)state;
   g.cooperative_max = 100;
   scenario sc;
-  start_tuned(&sc, "grid=1");
+  start_tuned(&sc, "only=grid:tiled8:tiled");
   flowgen_error err = {0};
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH), *fallback = NULL;
@@ -1792,7 +1792,7 @@ static void test_nvrtc_get_cubin_fails(void **state) {
 static void test_unknown_tune_key_refused(void **state) {
   (void)state;
   nv.fake = true;
-  setenv("FLOWGEN_TUNE", "cluster=4,bogus=1", 1);
+  setenv("FLOWGEN_TUNE", "cluster.blocks=4,bogus=1", 1);
   scenario sc;
   scenario_init(&sc, small_weights);
   sc.opts.disk_cache = 0;
@@ -1974,7 +1974,7 @@ static void test_alloc_fault_in_open(void **state) {
   alloc_scenario a = {.opts = {.cache_dir = cache_dir, .disk_cache = 1}};
   a.opts.warn = count_warning;
   a.opts.warn_ctx = &a;
-  setenv("FLOWGEN_TUNE", "cluster=4", 1); /* strdup'ed by flowrt_open */
+  setenv("FLOWGEN_TUNE", "cluster.blocks=4", 1); /* strdup'ed by flowrt_open */
   af_sweep(&(af_sweep_spec){.what = "flowrt_open",
                             .call = open_close_call,
                             .prepare = fresh_fakes,

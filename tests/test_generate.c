@@ -77,15 +77,8 @@ static const flowgen_variant *find_strategy(const flowgen_kernel *k,
   return NULL;
 }
 
-/* The plan's last variant (the open-ended one), which must be `strategy`. */
-static const flowgen_variant *last_strategy(const flowgen_kernel *k, const char *strategy) {
-  const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
-  assert_string_equal(v->strategy, strategy);
-  return v;
-}
-
-/* Whether the planner gives spec, under FLOWGEN_TUNE-style `tune` (NULL:
- * none), a variant of that strategy. */
+/* Whether the planner gives spec, under `tune` (NULL: none), a variant of
+ * that strategy. */
 static bool has_strategy(const flowgen_spec *spec, const char *tune, const char *strategy) {
   flowgen_options o = {.tune = tune};
   flowgen_kernel *k = generate(spec, tune ? &o : NULL);
@@ -115,20 +108,6 @@ static void expect_no_strategy(const plan_case *cases, size_t n, bool arch_speci
                flowgen_precision_name(cases[i].precision), flowgen_solver_name(cases[i].solver),
                strategy);
   }
-}
-
-/* `tune` is refused for spec, with a message naming its last key. */
-static void expect_tune_refused(const flowgen_spec *spec, const char *tune) {
-  flowgen_options o = {.tune = tune};
-  flowgen_error err = {FLOWGEN_OK, ""};
-  flowgen_kernel *none = NULL;
-  assert_int_not_equal(flowgen_generate(spec, &o, &none, &err), FLOWGEN_OK);
-  assert_null(none);
-  const char *last = strrchr(tune, ',');
-  const char *entry = last ? last + 1 : tune;
-  char key[32];
-  snprintf(key, sizeof key, "%.*s", (int)strcspn(entry, "="), entry);
-  if (!strstr(err.message, key)) fail_msg("%s: message '%s' does not name %s", tune, err.message, key);
 }
 
 static bool starts_with(const char *s, const char *prefix) {
@@ -477,208 +456,46 @@ static void test_variants_are_consistent(void **state) {
     }
 }
 
-/* Which strategies the planner gives a shape: the split tiled kernel for
- * small batches of large shapes on sm_90, matrix units per precision, and
- * the tune keys that steer them (bad values refused, naming the key). */
-static void test_strategies_by_shape(void **state) {
-  (void)state;
-  /* 1.5 MB of weights: the grid strategy up to B=64 (cooperative, one
-   * block per SM, scratch space in params), then the split tiled kernel. */
-  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
-  flowgen_kernel *k = generate(&spec, NULL);
-  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
-  assert_string_equal(v->strategy, "grid_b1");
-  assert_int_equal(v->grid_blocks_per_sm, 1);
-  assert_int_equal(v->rows_per_block, 1);
-  assert_int_equal(v->max_batch, 1);
-  v = flowgen_kernel_variant(k, 1);
-  assert_string_equal(v->strategy, "grid_b8");
-  assert_int_equal(v->rows_per_block, 8);
-  assert_int_equal(v->min_batch, 2);
-  assert_int_equal(v->max_batch, 8);
-  v = flowgen_kernel_variant(k, 2);
-  assert_string_equal(v->strategy, "grid_b64");
-  assert_int_equal(v->min_batch, 9);
-  assert_int_equal(v->max_batch, 64);
-  /* h1, h2 for 64 rows and the barrier after the weights */
-  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 2 * 64 * 512 + 1));
-  assert_contains(flowgen_kernel_source(k), "atom.add.release.gpu.u32");
-  v = flowgen_kernel_variant(k, 3);
-  assert_string_equal(v->strategy, "tiled8c8");
-  assert_int_equal(v->grid_blocks_per_sm, 0);
-  assert_int_equal(v->cluster_blocks, 8);
-  assert_int_equal(v->rows_per_block, 8);
-  assert_int_equal(v->min_batch, 65);
-  assert_int_equal(v->max_batch, 112);
-  assert_contains(flowgen_kernel_source(k), "st.shared::cluster.f32");
-  flowgen_kernel_free(k);
-  /* grid=0: none; 394 KB of weights (the default shape): none unless grid=1. */
-  flowgen_options no_grid = {.tune = "grid=0"};
-  k = generate(&spec, &no_grid);
-  assert_null(find_strategy(k, "grid_b1"));
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "tiled8c8");
-  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 112);
-  flowgen_kernel_free(k);
-  spec = fg_test_spec(64, 256, 4, 90);
-  k = generate(&spec, NULL);
-  assert_null(find_strategy(k, "grid_b8"));
-  flowgen_kernel_free(k);
-  flowgen_options grid = {.tune = "grid=1"};
-  k = generate(&spec, &grid);
-  assert_non_null(find_strategy(k, "grid_b8"));
-  flowgen_kernel_free(k);
-  /* mfrom: where fp32 turns to tf32x3 (default 64 x 132 + 1). */
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "mma")->min_batch, 8449);
-  assert_int_equal(find_strategy(k, "tiled")->max_batch, 8448);
-  flowgen_kernel_free(k);
-  flowgen_options from = {.tune = "mfrom=2000,rmma=0"};
-  k = generate(&spec, &from);
-  assert_int_equal(find_strategy(k, "mma")->min_batch, 2000);
-  assert_int_equal(find_strategy(k, "tiled")->max_batch, 1999);
-  flowgen_kernel_free(k);
-  from.tune = "mfrom=1,rmma=0";
-  k = generate(&spec, &from);
-  assert_null(find_strategy(k, "tiled"));
-  assert_int_equal(find_strategy(k, "mma")->min_batch, find_strategy(k, "tiled8")->max_batch + 1);
-  flowgen_kernel_free(k);
-  spec = fg_test_spec(128, 512, 4, 90);
-  /* sm_80 has no clusters. */
-  spec.arch = 80;
-  k = generate(&spec, NULL);
-  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
-    assert_int_equal(flowgen_kernel_variant(k, i)->cluster_blocks, 1);
-  flowgen_kernel_free(k);
-  /* tcluster=1: none; mma=0: no matrix units in fp32. */
-  spec.arch = 90;
-  flowgen_options opts = {.tune = "tcluster=1,mma=0"};
-  k = generate(&spec, &opts);
-  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
-    assert_int_equal(flowgen_kernel_variant(k, i)->cluster_blocks, 1);
-    assert_false(starts_with(flowgen_kernel_variant(k, i)->strategy, "mma"));
-  }
-  flowgen_kernel_free(k);
-  /* bf16 without the register-resident kernel: matrix units after the
-   * cluster kernel's two waves of 8 rows a cluster (481 at the default
-   * shape), 16 then 64 rows. */
-  spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_BF16;
-  opts.tune = "rmma=0";
-  k = generate(&spec, &opts);
-  const flowgen_variant *few = find_strategy(k, "mma16"), *many = find_strategy(k, "mma");
-  assert_non_null(few);
-  assert_non_null(many);
-  assert_int_equal(few->min_batch, 2 * 8 * 30 + 1);
-  assert_int_equal(few->rows_per_block, 16);
-  assert_int_equal(many->rows_per_block, 64);
-  assert_int_equal(many->max_batch, -1);
-  assert_contains(flowgen_kernel_source(k), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
-  flowgen_kernel_free(k);
-  /* tf32: h1 and h2 stored rounded (as_input), so layers 2 and 3 take
-   * their fragments as they are; layer 1's input, the state, is rounded
-   * at load. */
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  k = generate(&spec, NULL);
-  const char *src = flowgen_kernel_source(k);
-  assert_contains(src, "return __uint_as_float(to_tf32(v));");
-  assert_contains(src, "STORED_AS_INPUT ? __float_as_uint(x[q]) : to_tf32(x[q])");
-  assert_contains(src, "dense<64, 256, 68, 4, false, ");
-  assert_contains(src, "dense<256, 256, 260, 4, true, ");
-  assert_contains(src, "put(&h1[r * kHStride + j], as_input(silu(");
-  flowgen_kernel_free(k);
-  static const char *const bad[] = {"tcluster=3", "mrows=20", "mchunk=8", "mstages=9",
-                                    "mblocks=5", "tstages=1", "tstages=9", "tchunk=3"};
-  spec = fg_test_spec(128, 512, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
-  /* A key the planner does not read, an entry not key=value (a negative
-   * number, no value), a key given twice: refused, not ignored; empty
-   * entries are skipped. */
-  static const char *const malformed[] = {"rmma=0,bogus=1", "mma=0,rfrom=-5", "rmma", "rmma=0,rmma=1",
-                                          "tstages=3,Tstages=3", "rows=1;2"};
-  for (size_t i = 0; i < sizeof malformed / sizeof *malformed; ++i)
-    expect_tune_refused(&spec, malformed[i]);
-  flowgen_options blanks = {.tune = ",,mma=0,"};
-  k = generate(&spec, &blanks);
-  assert_null(find_strategy(k, "mma"));
-  flowgen_kernel_free(k);
+/* ---- the kernels' forms ------------------------------------------------------
+ * What the plan table (tests/test_plan.c, tests/data/plan.golden) cannot
+ * show: the form of the kernel a strategy renders for a shape, and the
+ * edges of where each strategy applies. */
 
-  /* The cluster kernel's layer 2 by warp where own units come in 32s
-   * (their partials in shared memory), by lanes where they do not (D=16,
-   * H=64: 16 own units). */
-  spec = fg_test_spec(64, 256, 4, 90);
-  k = generate(&spec, NULL);
+/* The cluster kernel: layer 2 by warp where own units come in 32s (their
+ * partials in shared memory), by lanes where they do not (D=16, H=64: 16
+ * own units); layer 1 by pairs of lanes (two units over half of x).  The
+ * grid kernel's barrier; the tiled kernel's cluster split stores into
+ * every block of its cluster. */
+static void test_cluster_and_grid_forms(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  flowgen_kernel *k = generate(&spec, NULL);
   assert_contains(flowgen_kernel_source(k), "float p2[kWarps * kRows * kOwn];");
   assert_null(strstr(flowgen_kernel_source(k), "kLanes2"));
+  assert_contains(flowgen_kernel_source(k), "float w1[2][kDim / 2];");
+  assert_contains(flowgen_kernel_source(k), "__shfl_xor_sync(0xffffffffu, half ? s0 : s1, 1);");
   flowgen_kernel_free(k);
   spec = fg_test_spec(16, 64, 4, 90);
   k = generate(&spec, NULL);
   assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
   assert_contains(flowgen_kernel_source(k), "constexpr int kLanes2 = 4;");
   flowgen_kernel_free(k);
-  /* Layer 1 by pairs of lanes (two units over half of x) */
-  spec = fg_test_spec(64, 256, 4, 90);
+  /* 1.5 MB of weights: the grid variants (h1, h2 for 64 rows and the
+   * barrier after the weights), then the split tiled kernel */
+  spec = fg_test_spec(128, 512, 4, 90);
   k = generate(&spec, NULL);
-  assert_contains(flowgen_kernel_source(k), "float w1[2][kDim / 2];");
-  assert_contains(flowgen_kernel_source(k), "__shfl_xor_sync(0xffffffffu, half ? s0 : s1, 1);");
+  const flowgen_variant *v = find_strategy(k, "grid_b64");
+  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 2 * 64 * 512 + 1));
+  assert_contains(flowgen_kernel_source(k), "atom.add.release.gpu.u32");
+  assert_non_null(find_strategy(k, "tiled8c8"));
+  assert_contains(flowgen_kernel_source(k), "st.shared::cluster.f32");
   flowgen_kernel_free(k);
-}
-
-/* The cluster kernel by rows a cluster: 1, 2, 3, 4, 6 and 8, each up to
- * one wave of 30 clusters of 4 blocks, the last over more waves where the
- * weights take 256 KB or more (fp32 three, tf32 two where rmma_c2 and
- * rmma3 do not take over; measured faster than the tiled kernel and mma16
- * there); tune rows and cwaves override. */
-static void test_cluster_rows_plan(void **state) {
-  (void)state;
-  static const struct {
-    int dim, hidden;
-    flowgen_precision precision;
-    int waves;
-    const char *tune;
-  } cases[] = {{64, 256, FLOWGEN_PRECISION_FP32, 3, "rmma=0"},
-               {64, 256, FLOWGEN_PRECISION_TF32, 2, "rmma=0"},
-               {32, 256, FLOWGEN_PRECISION_FP32, 3, "rmma=0"},
-               {32, 128, FLOWGEN_PRECISION_FP32, 1, "rmma=0"},
-               {16, 64, FLOWGEN_PRECISION_TF32, 1, "rcl=0"}};
-  static const int rows[] = {1, 2, 3, 4, 6, 8};
-  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
-    flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
-    spec.precision = cases[c].precision;
-    flowgen_options opts = {.tune = cases[c].tune};
-    flowgen_kernel *k = generate(&spec, &opts);
-    int first = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; ++i) {
-      const flowgen_variant *v = flowgen_kernel_variant(k, (int)i);
-      char name[32];
-      snprintf(name, sizeof name, "cluster4_r%d", rows[i]);
-      assert_string_equal(v->strategy, name);
-      assert_int_equal(v->rows_per_block, rows[i]);
-      assert_int_equal(v->cluster_blocks, 4);
-      assert_int_equal(v->min_batch, first);
-      int waves = rows[i] == 8 ? cases[c].waves : 1;
-      assert_int_equal(v->max_batch, rows[i] * 30 * waves);
-      first = (int)v->max_batch + 1;
-    }
-    assert_int_equal(flowgen_kernel_variant(k, 6)->min_batch, first);
-    assert_false(starts_with(flowgen_kernel_variant(k, 6)->strategy, "cluster"));
-    flowgen_kernel_free(k);
-  }
-  /* tune: rows (the last over the waves), cwaves */
-  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  flowgen_options opts = {.tune = "rows=1:2:3,cwaves=1,rmma=0"};
-  flowgen_kernel *k = generate(&spec, &opts);
-  assert_int_equal(flowgen_kernel_variant(k, 2)->max_batch, 90);
-  assert_int_equal(flowgen_kernel_variant(k, 3)->min_batch, 91);
-  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "tiled8");
+  /* sm_80 has no clusters */
+  spec.arch = 80;
+  k = generate(&spec, NULL);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+    assert_int_equal(flowgen_kernel_variant(k, i)->cluster_blocks, 1);
   flowgen_kernel_free(k);
-  opts.tune = "rows=4,cwaves=2,rmma=0";
-  k = generate(&spec, &opts);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r4");
-  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 4 * 30 * 2);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "cwaves=0");
-  expect_tune_refused(&spec, "cwaves=9");
 }
 
 /* Occurrences of needle in text. */
@@ -691,12 +508,10 @@ static int count_of(const char *text, const char *needle) {
 /* The cluster kernel with layer 3 folded into the next step's layer 1
  * (Euler, sm_90, layer 2 by warp): where H <= 128, at one sample a cluster,
  * or at every count of samples where H <= 2 D (bf16 and fp16: the one
- * variant before rmma, tf32: the three before rmma_c2; none, nor M and c,
- * where rmma comes first: D < 64,
- * rfrom=1, rmma=1); never with a multi-stage solver; tune fold=0
- * never, fold=1 wherever it fits (the partials fit 48 KB of shared memory:
- * 1 to 4 samples at D=64, H=256).  Only then does params hold M and c. */
-static void test_cluster_fold_plan(void **state) {
+ * variant before rmma, tf32: the three before rmma_c2; none where rmma
+ * comes first: D < 64); never with a multi-stage solver.  Only then does
+ * params hold M and c. */
+static void test_cluster_fold(void **state) {
   (void)state;
   static const char kFolded[] = "// x itself is x0 + dt (S b3 + W3 sum_k h2_k)";
   static const struct {
@@ -706,20 +521,15 @@ static void test_cluster_fold_plan(void **state) {
     const char *tune;
     int folded;  /* cluster variants with the fold */
   } cases[] = {{64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 6},
-               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "rmma=0", 6},
+               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "skip=rmma3", 6},
                {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, NULL, 3},
-               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, "rmma=0", 6},
+               {64, 128, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER, "skip=rmma_c2", 6},
                {32, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 1},
                {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, NULL, 0},
-               {64, 256, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 4},
-               {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=0", 0},
                {64, 128, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4, NULL, 0},
                {64, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 1},
-               {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rfrom=1", 0},
-               {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rmma=1", 0},
-               {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0},
-               {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, "rfrom=31", 1},
-               {16, 64, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER, "fold=1", 0}};
+               {64, 128, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER, "rmma=1:", 0},
+               {32, 128, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER, NULL, 0}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
     flowgen_spec spec = fg_test_spec(cases[c].dim, cases[c].hidden, 4, 90);
     spec.precision = cases[c].precision;
@@ -743,7 +553,6 @@ static void test_cluster_fold_plan(void **state) {
   flowgen_kernel *k = generate(&spec, NULL);
   assert_lacks(flowgen_kernel_source(k), "k_wc");
   flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "fold=2");
 }
 
 /* The cluster kernel's first cluster barrier (every block's mbarriers
@@ -806,12 +615,11 @@ static void test_cluster_barriers_split(void **state) {
  * that stored its word), so each block expects the others' bytes only;
  * the unfolded cluster kernel still sends it (its Euler step reads the
  * partials of outputs other threads summed). */
-static void test_own_partial_plan(void **state) {
+static void test_own_partial(void **state) {
   (void)state;
   static const char kFoldOthers[] = "constexpr unsigned kBytes = (kClusterBlocks - 1) * kPartial * 4;";
   static const char kFoldAll[] = "constexpr unsigned kBytes = kClusterBlocks * kPartial * 4;";
   static const char kRmma3Others[] = "constexpr unsigned kBytes = (kClusterBlocks - 1) * kWords * 16;";
-  static const char kRmma3All[] = "constexpr unsigned kBytes = kClusterBlocks * kWords * 16;";
   flowgen_spec spec = fg_test_spec(64, 128, 4, 90);  /* folded: six cluster variants */
   flowgen_kernel *k = generate(&spec, NULL);
   assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 6);
@@ -823,154 +631,65 @@ static void test_own_partial_plan(void **state) {
   assert_int_equal(count_of(flowgen_kernel_source(k), kFoldAll), 6);
   assert_int_equal(count_of(flowgen_kernel_source(k), kFoldOthers), 0);
   assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3Others), 1);
-  assert_int_equal(count_of(flowgen_kernel_source(k), kRmma3All), 0);
   flowgen_kernel_free(k);
 }
 
-/* Large batches of fp32 shapes with 512 KB of weights or more: the gemm
- * strategy from B=1057, cooperative, its chunk's activations in the scratch
- * area; tune gemm, gfrom, gmt, gblocks, gstages steer it. */
-static void test_gemm_plan(void **state) {
+/* The gemm variant: a layer's tiles of 128 rows, or lower where a layer
+ * has few outputs (layer 3 of D=128) or taller tiles would leave blocks
+ * idle (H=768: 64 rows); 32 inputs a stage, 64 where no tile is taller
+ * than 32 rows (D=2, H=640); the chunk's state and activations in the
+ * scratch area (4096 rows at H=512); lower tiles for a small batch or a
+ * last chunk. */
+static void test_gemm_forms(void **state) {
   (void)state;
-  /* D=1024, H=1024: from 1057 on (the matrix-unit kernel, 16 samples per
-   * block, never takes over). */
-  flowgen_spec spec = fg_test_spec(1024, 1024, 2, 90);
+  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
   flowgen_kernel *k = generate(&spec, NULL);
-  int n = flowgen_kernel_variant_count(k);
-  const flowgen_variant *v = flowgen_kernel_variant(k, n - 1);
-  assert_string_equal(v->strategy, "gemm");
-  assert_int_equal(v->min_batch, 1057);
-  assert_int_equal(v->max_batch, -1);
-  assert_null(find_strategy(k, "mma"));
-  /* 4096 rows a chunk: 32 x 8 tiles of 128 rows x 128 outputs keep the
-   * GPU busy (256 of 264 blocks in two waves), 32 inputs a stage */
-  assert_int_equal(v->rows_per_block, 128);
-  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
-  flowgen_kernel_free(k);
-  /* D=128, H=512: up to 4224, then the matrix-unit kernel (32 samples per
-   * block, the GPU filled). */
-  spec = fg_test_spec(128, 512, 4, 90);
-  k = generate(&spec, NULL);
-  n = flowgen_kernel_variant_count(k);
-  v = flowgen_kernel_variant(k, n - 2);
-  assert_string_equal(v->strategy, "gemm");
-  assert_int_equal(v->min_batch, 1057);
-  assert_int_equal(v->max_batch, 4224);
-  assert_int_equal(v->grid_blocks_per_sm, 1);
-  /* 32 x 4 tiles of 128 rows leave 4 of 132 SMs idle: 128 rows; but
-   * layer 3's 32 x 1 would leave most idle: 128 tiles of 32 rows */
-  assert_int_equal(v->rows_per_block, 128);
-  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
-  assert_contains(flowgen_kernel_source(k), "product<512, 128, 1>(");
-  assert_contains(flowgen_kernel_source(k), "product<512, 512, 4>(");
-  /* lower tiles where a batch or a last chunk is too small for 128 rows */
-  assert_contains(flowgen_kernel_source(k), "if (block_rows<OUT>(rows, MT / 2) < block_rows<OUT>(rows, MT)) {");
-  assert_int_equal(flowgen_kernel_variant(k, n - 3)->grid_blocks_per_sm, 0);
-  assert_string_equal(flowgen_kernel_variant(k, n - 1)->strategy, "mma");
-  assert_int_equal(flowgen_kernel_variant(k, n - 1)->rows_per_block, 32);
-  assert_int_equal(flowgen_kernel_variant(k, n - 1)->min_batch, 4225);
-  /* h1, h2 and the state of 4096 rows (2^22 floats / 512, at most 4096) */
-  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 4096 * (2 * 512 + 128) + 4));
   const char *src = flowgen_kernel_source(k);
+  const flowgen_variant *v = find_strategy(k, "gemm");
+  assert_contains(src, "constexpr int kBK = 32;");
+  assert_contains(src, "product<512, 128, 1>(");
+  assert_contains(src, "product<512, 512, 4>(");
+  assert_contains(src, "if (block_rows<OUT>(rows, MT / 2) < block_rows<OUT>(rows, MT)) {");
+  assert_true(v->params_bytes >= 4 * (params_floats(128, 512) + 4096 * (2 * 512 + 128) + 4));
   assert_contains(src, "constexpr int kScratchRows = 4096;");
   assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
   assert_contains(src, "sum[mt][nt][q] += acc[mt][nt][q];");
-  /* the host launcher tries the grid variants first, then falls back to the
-   * first variant that is not a grid */
   flowgen_kernel_free(k);
-  flowgen_options launcher = {.host_launcher = true};
-  k = generate(&spec, &launcher);
-  src = flowgen_kernel_source(k);
-  const char *gemm_launch = strstr(src, "cudaLaunchKernelEx(&config, flow_d128_h512_s4_fp32_gemm");
-  const char *fallback = strstr(src, "if (cooperative_failed || (batch >= 65");
-  assert_non_null(gemm_launch);
-  assert_non_null(fallback);
-  assert_true(gemm_launch < fallback);
-  flowgen_kernel_free(k);
-
   static const struct {
-    const char *tune;
-    int64_t from;
-    int blocks, rows;
-  } tuned[] = {{"gfrom=5000", 5000, 1, 128}, {"gblocks=2", 1057, 2, 64},
-               {"gmt=2", 1057, 1, 64}, {"gmt=1,gstages=2", 1057, 1, 32},
-               {"gfrom=1", 113, 1, 128}, {"gfrom=5000,mfrom=6000", 5000, 1, 128},
-               {"gbk=64", 1057, 1, 128}};
-  for (size_t i = 0; i < sizeof tuned / sizeof *tuned; ++i) {
-    flowgen_options o = {.tune = tuned[i].tune};
-    k = generate(&spec, &o);
-    v = find_strategy(k, "gemm");
-    assert_non_null(v);
-    assert_int_equal(v->min_batch, tuned[i].from);
-    assert_int_equal(v->grid_blocks_per_sm, tuned[i].blocks);
-    assert_int_equal(v->rows_per_block, tuned[i].rows);
+    int dim, hidden, rows, bk;
+  } cases[] = {{1024, 1024, 128, 32}, {64, 768, 64, 32}, {2, 640, 32, 64}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
+    k = generate(&spec, NULL);
+    assert_int_equal(find_strategy(k, "gemm")->rows_per_block, cases[i].rows);
+    char line[64];
+    snprintf(line, sizeof line, "constexpr int kBK = %d;", cases[i].bk);
+    assert_contains(flowgen_kernel_source(k), line);
     flowgen_kernel_free(k);
   }
-  /* sm_86 (99 KB of shared memory): 64-row tiles (3 stages of 128-row
-   * ones do not fit), 3 stages, not 4, of 32 inputs (3 of 64 do not fit). */
-  spec.arch = 86;
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "gemm")->shared_bytes, 3 * 4 * (64 * 36 + 32 * 136));
-  flowgen_kernel_free(k);
-  spec.arch = 90;
-  /* D=64, H=768: 32 x 6 tiles of 128 rows would leave 72 of 264 blocks
-   * idle in the second wave; 64-row tiles, of 32 inputs a stage (with 64
-   * the kernel spilled around the layer calls).  D=2, H=640: 32-row tiles,
-   * 64 inputs a stage. */
-  flowgen_spec wide = fg_test_spec(64, 768, 4, 90);
-  k = generate(&wide, NULL);
-  v = find_strategy(k, "gemm");
-  assert_int_equal(v->rows_per_block, 64);
-  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 32;");
-  flowgen_kernel_free(k);
-  wide = fg_test_spec(2, 640, 4, 90);
-  k = generate(&wide, NULL);
-  v = find_strategy(k, "gemm");
-  assert_int_equal(v->rows_per_block, 32);
-  assert_contains(flowgen_kernel_source(k), "constexpr int kBK = 64;");
-  flowgen_kernel_free(k);
-  /* mfrom moves the matrix-unit kernel's start; at or before the gemm
-   * variant's, the gemm variant serves one batch. */
-  flowgen_options late = {.tune = "mfrom=6000"};
-  k = generate(&spec, &late);
-  assert_int_equal(find_strategy(k, "gemm")->max_batch, 5999);
-  assert_int_equal(find_strategy(k, "mma")->min_batch, 6000);
-  flowgen_kernel_free(k);
-  late.tune = "mfrom=1";
-  k = generate(&spec, &late);
-  assert_int_equal(find_strategy(k, "gemm")->max_batch, 1057);
-  flowgen_kernel_free(k);
-  /* gfrom=1: right after the split tiled kernel (the grid variants'
-   * fallback); without it (tcluster=1), one tiled variant for batch 65. */
-  flowgen_options low = {.tune = "gfrom=1"};
-  k = generate(&spec, &low);
-  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "tiled8c8");
-  assert_string_equal(flowgen_kernel_variant(k, 4)->strategy, "gemm");
-  flowgen_kernel_free(k);
-  low.tune = "gfrom=1,tcluster=1";
-  k = generate(&spec, &low);
-  v = flowgen_kernel_variant(k, 3);
-  assert_int_equal(v->min_batch, 65);
-  assert_int_equal(v->max_batch, 65);
-  assert_int_equal(v->grid_blocks_per_sm, 0);
-  assert_string_equal(flowgen_kernel_variant(k, 4)->strategy, "gemm");
-  assert_int_equal(flowgen_kernel_variant(k, 4)->min_batch, 66);
-  flowgen_kernel_free(k);
+}
 
-  /* None: gemm=0; tf32; before sm_80; 394 KB of weights unless gemm=1. */
-  assert_false(has_strategy(&spec, "gemm=0", "gemm"));
+/* The matrix-unit kernel: bf16 on m16n8k16; tf32 with h1 and h2 stored
+ * rounded (as_input), so that layers 2 and 3 take their fragments as they
+ * are, and layer 1's input, the state, rounded at load. */
+static void test_mma_forms(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  flowgen_options opts = {.tune = "skip=rmma"};
+  flowgen_kernel *k = generate(&spec, &opts);
+  assert_non_null(find_strategy(k, "mma16"));
+  assert_contains(flowgen_kernel_source(k), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+  flowgen_kernel_free(k);
   spec.precision = FLOWGEN_PRECISION_TF32;
-  assert_false(has_strategy(&spec, NULL, "gemm"));
-  spec.precision = FLOWGEN_PRECISION_FP32;
-  spec.arch = 75;
-  assert_false(has_strategy(&spec, NULL, "gemm"));
-  spec = fg_test_spec(64, 256, 4, 90);
-  assert_false(has_strategy(&spec, NULL, "gemm"));
-  assert_true(has_strategy(&spec, "gemm=1", "gemm"));
-
-  static const char *const bad[] = {"gmt=3", "gblocks=3", "gstages=5", "gblocks=2,gmt=4", "gbk=16"};
-  spec = fg_test_spec(128, 512, 4, 90);
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) expect_tune_refused(&spec, bad[i]);
+  k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "return __uint_as_float(to_tf32(v));");
+  assert_contains(src, "STORED_AS_INPUT ? __float_as_uint(x[q]) : to_tf32(x[q])");
+  assert_contains(src, "dense<64, 256, 68, 4, false, ");
+  assert_contains(src, "dense<256, 256, 260, 4, true, ");
+  assert_contains(src, "put(&h1[r * kHStride + j], as_input(silu(");
+  flowgen_kernel_free(k);
 }
 
 /* D x H, S=4, in `precision` for sm_90a (sm_90 with its arch-specific
@@ -982,41 +701,23 @@ static flowgen_spec sm90a_spec(int dim, int hidden, flowgen_precision precision)
   return spec;
 }
 
-/* The wgmma variant: for bf16 and fp16 with the Euler solver on sm_90a (the
- * arch-specific target: not plain sm_90, whose nvcc builds have no wgmma),
- * where D (rounded up to 16) is at most 160, H at most 256 and the weights
- * fit in shared memory; it replaces the 64-row mma kernel and reads its own
- * copies of the weights.  tune wgmma=0 leaves it out. */
-static void test_wgmma_plan(void **state) {
+/* The wgmma variant: its own copies of the weights in shared memory (made
+ * visible to the async proxy), 128 outputs a wgmma and a last one of the
+ * rest; at D=17, H=200 (rounded up to 32 and 208), three of 64 and one of
+ * 16 (128 does not split 208 evenly); no named barriers. */
+static void test_wgmma_forms(void **state) {
   (void)state;
-  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_BF16;
-  assert_false(has_strategy(&spec, NULL, "wgmma"));
-  assert_int_equal(flowgen_spec_set(&spec, "arch", "sm_90a", NULL), FLOWGEN_OK);
-  assert_true(spec.arch_specific);
-  assert_false(has_strategy(&spec, "wgmma=0", "wgmma"));
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = last_strategy(k, "wgmma");
-  assert_null(find_strategy(k, "mma"));
-  assert_null(find_strategy(k, "mma16"));
-  assert_non_null(find_strategy(k, "wgmma64"));
-  assert_int_equal(v->max_batch, -1);
-  assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->rows_per_block, 128);
-  /* 192 KB of bf16 weights, then b1, W1's t column, b2, b3 */
-  assert_int_equal(v->shared_bytes, 2 * (256 * 64 + 256 * 256 + 64 * 256) + 4 * (3 * 256 + 64));
+  flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_BF16);
+  flowgen_kernel *k = generate(&spec, NULL);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 ");
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 ");
   assert_contains(src, "constexpr int k_w1g = ");
   assert_contains(src, "fence.proxy.async.shared::cta;");
+  assert_null(strstr(src, "bar.sync"));
   flowgen_kernel_free(k);
-
-  /* fp16, D=17, H=200: rounded up to 32 and 208; 208 outputs as three
-   * wgmma of 64 and one of 16 (128 does not split 208 evenly) */
   spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP16);
-  k = generate(&spec, &opts);
+  k = generate(&spec, NULL);
   src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
   assert_contains(src, "constexpr int kHp = 208;");
@@ -1026,71 +727,6 @@ static void test_wgmma_plan(void **state) {
   assert_contains(src, "for (int n0 = 0; n0 < 192; n0 += 64) {");
   assert_contains(src, "for (int n0 = 192; n0 < 208; n0 += 16) {");
   flowgen_kernel_free(k);
-
-  /* none: fp32, tf32, another solver, sm_80, H above 256, D above 160,
-   * weights beyond shared memory (D=128, H=256: 256 KB) */
-  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-                                   {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
-                                   {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-                                   {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-                                   {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-                                   {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
-  expect_no_strategy(none, sizeof none / sizeof *none, true, "wgmma");
-  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_BF16);
-  expect_tune_refused(&spec, "wgn=96");
-
-  /* One warpgroup (64 samples) a block from the first batch the small-batch
-   * kernels leave (2113 after rmma; 481 after the cluster kernel, rmma=0) up
-   * to 64 x 132, in place of mma16; tune wg1=N starts it at N (up to
-   * mma16's last + 1, 2113), mma16 before it; wg1=0 leaves it out. */
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma")->max_batch, 16 * 132);
-  assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 16 * 132 + 1);
-  assert_null(find_strategy(k, "mma16"));
-  flowgen_kernel_free(k);
-  opts.tune = "rmma=0";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "wgmma64");
-  assert_non_null(v);
-  assert_null(find_strategy(k, "mma16"));
-  assert_int_equal(v->min_batch, 2 * 8 * 30 + 1);
-  assert_int_equal(v->max_batch, 64 * 132);
-  assert_int_equal(v->block_threads, 128);
-  assert_int_equal(v->rows_per_block, 64);
-  assert_int_equal(find_strategy(k, "wgmma")->min_batch, 64 * 132 + 1);
-  flowgen_kernel_free(k);
-  opts.tune = "rmma=0,wg1=1000";
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "mma16")->max_batch, 999);
-  assert_int_equal(find_strategy(k, "wgmma64")->min_batch, 1000);
-  flowgen_kernel_free(k);
-  opts.tune = "rmma=0,wg1=0";
-  k = generate(&spec, &opts);
-  assert_null(find_strategy(k, "wgmma64"));
-  assert_int_equal(find_strategy(k, "mma16")->min_batch, 2 * 8 * 30 + 1);
-  assert_int_equal(find_strategy(k, "wgmma")->min_batch, 16 * 132 + 1);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "rmma=0,wg1=72");
-  expect_tune_refused(&spec, "rmma=0,wg1=2114");
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
-  assert_null(strstr(flowgen_kernel_source(k), "bar.sync"));
-  flowgen_kernel_free(k);
-}
-
-/* The streamed warpgroup kernel `strategy` under tune: over clusters of
- * `blocks` (`rows` samples a cluster), each piece multicast. */
-static void expect_ws_cluster(const flowgen_spec *spec, const char *tune, const char *strategy, int blocks,
-                              int rows) {
-  flowgen_options opts = {.tune = tune};
-  flowgen_kernel *k = generate(spec, &opts);
-  const flowgen_variant *v = find_strategy(k, strategy);
-  assert_non_null(v);
-  assert_int_equal(v->cluster_blocks, blocks);
-  assert_int_equal(v->rows_per_block, rows);
-  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
-  flowgen_kernel_free(k);
 }
 
 /* The streamed warpgroup kernels at D=17, H=200: padded to 32 and 224
@@ -1098,8 +734,7 @@ static void expect_ws_cluster(const flowgen_spec *spec, const char *tune, const 
  * second's call: piece96). */
 static void expect_ws_padded(flowgen_precision precision, const char *piece96) {
   flowgen_spec spec = sm90a_spec(17, 200, precision);
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
+  flowgen_kernel *k = generate(&spec, NULL);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "constexpr int kDp = 32;");
   assert_contains(src, "constexpr int kHp = 224;");
@@ -1108,44 +743,26 @@ static void expect_ws_padded(flowgen_precision precision, const char *piece96) {
   flowgen_kernel_free(k);
 }
 
-/* The streamed warpgroup variant: tf32, Euler, sm_90a, D up to 64 and H up
- * to 256 (rounded up to 16 and 32), in place of the 64-row mma kernel
- * after mma16 (tune wsfrom=N: from N, the mma kernel before it); 2
- * consumer warpgroups and a producer one, 128 samples a block, clusters of
- * 2 (wsc=1: none); its pieces in params' segment ws, in the order the
- * producer copies them: layer 1 by 32 inputs (ws1=16: 16), then for each
- * chunk of 64 outputs of layer 2 (wsn=32: 32) its inputs by 128 and layer
- * 3 on them; warpgroup 1 starts each layer 1 once warpgroup 0's is done,
- * where the ring is shorter than a step's pieces. */
-static void test_wgstream_plan(void **state) {
+/* The streamed warpgroup kernel, tf32: its pieces in params' segment ws, in
+ * the order the producer copies them: layer 1 by 32 inputs, then for each
+ * chunk of 64 outputs of layer 2 its inputs by 128 and layer 3 on them,
+ * multicast over a cluster of 2; warpgroup 1 starts each layer 1 once
+ * warpgroup 0's is done, where the ring is shorter than a step's pieces
+ * (not at D=16, H=32: 3 pieces, 16 stages); the operands unmasked (the
+ * matrix units ignore the bits below tf32's).  Blocks alone and 32 outputs
+ * a chunk (wgstream.blocks=1, wgstream.n=32): 28 pieces, no multicast. */
+static void test_wgstream_forms(void **state) {
   (void)state;
-  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  assert_false(has_strategy(&spec, NULL, "wgstream"));
-  spec.arch_specific = true;
-  assert_false(has_strategy(&spec, "wgstream=0", "wgstream"));
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = last_strategy(k, "wgstream");
-  /* after rmma_c2 (five waves of 66 clusters of 8 samples) */
-  assert_int_equal(v->min_batch, 5 * 66 * 8 + 1);
-  assert_int_equal(find_strategy(k, "rmma_c2")->max_batch, 5 * 66 * 8);
-  assert_null(find_strategy(k, "mma16"));
-  assert_null(find_strategy(k, "mma"));
-  assert_int_equal(v->block_threads, 384);
-  assert_int_equal(v->rows_per_block, 256);
-  assert_int_equal(v->cluster_blocks, 2);
+  flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
+  flowgen_kernel *k = generate(&spec, NULL);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 ");
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 ");
   assert_contains(src, "multicast::cluster");
-  /* 2 pieces of W1, then 4 chunks of two W2 pieces and a W3 one; the
-   * segment holds every tf32 weight once */
   assert_contains(src, "in 14 pieces as streamed");
   assert_contains(src, "put(r, w + 0, 32768);  // W1, outputs 0-255, inputs 0-31\n"
                        "    put(r, w + 32768, 32768);  // W1, outputs 0-255, inputs 32-63");
   assert_contains(src, "constexpr int kK1 = 32;");
-  assert_contains(src, "k = K1;");
   assert_contains(src, "turn_wait(group, group == 1);");
   assert_contains(src, "turn_pass(group, group == 0);  // warpgroup 0's layer 1 done");
   assert_contains(src, "put(r, w + 65536, 32768);  // W2, outputs 0-63, inputs 0-127\n"
@@ -1153,8 +770,6 @@ static void test_wgstream_plan(void **state) {
                        "    put(r, w + 131072, 16384);  // W3, outputs 0-63, inputs 0-63");
   assert_contains(src, "constexpr int kStages = 5;");
   assert_contains(src, "chunk_end<true>(c, d2, d3, b2p, t, pc);");
-  /* the operands unmasked (the matrix units ignore the bits below tf32's):
-   * the SiLU's and each Euler step's, x0's masked */
   assert_contains(src, "tf32_operand(float x) { return __float_as_uint(x) + 0x1000u; }");
   char *ws = between(src, "// ---- strategy \"wgstream\"", "extern \"C\" __global__");
   assert_contains(ws, "  return tf32_operand(fmaf(h, th, h));\n");
@@ -1163,20 +778,11 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "a1[i][2 * (q % 2) + q / 2] = tf32(xs[");
   flowgen_kernel_free(k);
 
-  /* without rmma: after mma16 */
-  opts.tune = "rmma=0";
+  flowgen_options opts = {.tune = "wgstream.blocks=1,wgstream.n=32"};
   k = generate(&spec, &opts);
-  assert_int_equal(last_strategy(k, "wgstream")->min_batch, 16 * 132 + 1);
-  assert_int_equal(find_strategy(k, "mma16")->max_batch, 16 * 132);
-  flowgen_kernel_free(k);
-
-  opts.tune = "wsc=1,wsn=32,wsfrom=5000";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "wgstream");
+  const flowgen_variant *v = find_strategy(k, "wgstream");
   assert_int_equal(v->cluster_blocks, 1);
   assert_int_equal(v->rows_per_block, 128);
-  assert_int_equal(v->min_batch, 5000);
-  assert_int_equal(find_strategy(k, "mma")->max_batch, 4999);
   src = flowgen_kernel_source(k);
   assert_false(strstr(src, "multicast::cluster"));
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
@@ -1187,33 +793,10 @@ static void test_wgstream_plan(void **state) {
   assert_contains(src, "chunk_end<false>(c, d2, d3, b2p, t, pc);");
   flowgen_kernel_free(k);
 
-  /* ws1=16: W1 by 16 inputs */
-  opts.tune = "ws1=16";
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "in 16 pieces as streamed");
-  assert_contains(src, "put(r, w + 0, 16384);  // W1, outputs 0-255, inputs 0-15");
-  assert_contains(src, "constexpr int kK1 = 16;");
-  flowgen_kernel_free(k);
-
   expect_ws_padded(FLOWGEN_PRECISION_TF32, "layer2_piece<128, 96>(d2, h1, pc);  // inputs 128-223");
 
-  /* none: bf16, another solver, D above 64, H above 256 (plain sm_90: above) */
-  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
-                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
-                                   {65, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-                                   {64, 257, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
-  expect_no_strategy(none, sizeof none / sizeof *none, true, "wgstream");
-  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_TF32);
-  expect_tune_refused(&spec, "wsn=48");
-  expect_tune_refused(&spec, "wsc=3");
-  expect_tune_refused(&spec, "wsc=4");
-  expect_tune_refused(&spec, "ws1=24");
-
-  /* D=16, H=32: 3 pieces a step (W1 by 16, D being no multiple of 32),
-   * a ring of 16 stages: no stagger */
   spec = sm90a_spec(16, 32, FLOWGEN_PRECISION_TF32);
-  k = generate(&spec, &opts);
+  k = generate(&spec, NULL);
   src = flowgen_kernel_source(k);
   assert_non_null(find_strategy(k, "wgstream"));
   assert_contains(src, "in 3 pieces as streamed");
@@ -1223,33 +806,18 @@ static void test_wgstream_plan(void **state) {
   flowgen_kernel_free(k);
 }
 
-/* fp32 as tf32x3 on the streamed warpgroup kernel (sm_90a; tune ws3=0:
- * none): in place of the 64-row mma kernel and the 32-row tiled one (from
- * rmma3's last batch + 1; tiled8's under rmma=0), one consumer warpgroup and a producer one a
- * block, 64 samples a block, blocks alone (wsc=2: clusters of 2), 32
- * outputs a chunk; the weights' high parts in segment ws and their low
+/* fp32 as tf32x3 on the streamed warpgroup kernel: one consumer warpgroup,
+ * 32 outputs a chunk; the weights' high parts in segment ws and their low
  * parts in wsl, each piece copied as both into one stage, a chunk's W2
  * pieces before the last chunk's W3 piece (the next chunk's layer 2 in
  * flight during a chunk's SiLU); h1's low part the A operand from shared
- * memory. */
-static void test_wgstream3_plan(void **state) {
+ * memory; no tf32x3 copies for the mma kernel it replaces (D=17: that
+ * kernel could not read the fp32 matrices themselves), but with
+ * skip=wgstream3. */
+static void test_wgstream3_forms(void **state) {
   (void)state;
   flowgen_spec spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
-  assert_false(has_strategy(&spec, "ws3=0", "wgstream3"));
-  assert_false(has_strategy(&spec, "wgstream=0", "wgstream3"));
-  spec.arch_specific = false;
-  assert_false(has_strategy(&spec, NULL, "wgstream3"));
-  spec.arch_specific = true;
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = last_strategy(k, "wgstream3");
-  assert_null(find_strategy(k, "mma"));
-  assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->rows_per_block, 64);
-  assert_int_equal(v->cluster_blocks, 1);
-  assert_int_equal(v->min_batch, 4 * 30 * 16 + 1); /* after rmma3_r16 */
-  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 4 * 30 * 16);
-  assert_null(find_strategy(k, "tiled8"));
+  flowgen_kernel *k = generate(&spec, NULL);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 ");
   assert_contains(src, "void product_ss(float (&d)[16]");
@@ -1264,224 +832,34 @@ static void test_wgstream3_plan(void **state) {
   assert_contains(src, "constexpr int kStageBytes = 32768;");
   assert_false(strstr(src, "multicast::cluster"));
   flowgen_kernel_free(k);
-  opts.tune = "rmma=0";
+  flowgen_options opts = {.tune = "wgstream.blocks=2"};
   k = generate(&spec, &opts);
-  assert_int_equal(last_strategy(k, "wgstream3")->min_batch, 8 * 132 + 1); /* after tiled8 */
-  assert_int_equal(find_strategy(k, "tiled8")->max_batch, 8 * 132);
+  assert_int_equal(find_strategy(k, "wgstream3")->cluster_blocks, 2);
+  assert_int_equal(find_strategy(k, "wgstream3")->rows_per_block, 128);
+  assert_contains(flowgen_kernel_source(k), "multicast::cluster");
   flowgen_kernel_free(k);
-  opts.tune = NULL;
-
-  expect_ws_cluster(&spec, "wsc=2", "wgstream3", 2, 128);
-
   expect_ws_padded(FLOWGEN_PRECISION_FP32, "layer2_piece<128, 96, 12288>(d, h1, base, pc);  // inputs 128-223");
-  /* no tf32x3 copies for the mma kernel it replaces (D=17: the mma kernel
-   * could not read the fp32 matrices themselves) */
   spec = sm90a_spec(17, 200, FLOWGEN_PRECISION_FP32);
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
+  k = generate(&spec, NULL);
   assert_null(strstr(flowgen_kernel_source(k), "constexpr int k_w1m"));
   flowgen_kernel_free(k);
-  opts.tune = "ws3=0";
+  opts.tune = "skip=wgstream3";
   k = generate(&spec, &opts);
   assert_contains(flowgen_kernel_source(k), "constexpr int k_w1m");
   flowgen_kernel_free(k);
-  /* tf32's keys leave fp32 as it is (32 outputs a chunk, pipelined) */
-  spec = sm90a_spec(64, 256, FLOWGEN_PRECISION_FP32);
-  opts.tune = "wsn=64";
-  k = generate(&spec, &opts);
-  src = flowgen_kernel_source(k);
-  assert_contains(src, "constexpr int kNC = 32;");
-  assert_null(strstr(src, "turn_wait"));
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "ws3=2");
 }
 
-/* fp32 as tf32x3 on the register-resident kernel over clusters of 4
- * (rmma3.cut; sm_90, Euler): after the cluster kernel's wave of each count
- * of samples a cluster (from 241 at the default shape), by 16 samples a
- * cluster up to four waves of 30 clusters (1920), then what came before it
- * (sm_90a: wgstream3); by 8 for two waves first where the blocks by 16
- * have fewer than 6 warps (D=32, H=128; not D=48, H=192); from the first
- * batch by 8, then 16, where the cluster kernel does not fit (D=17, H=200:
- * H padded to 256); by 8 alone where 16 do not fit (D=128, H=128: shared
- * memory) or would leave a thread 8 state elements (D=64, H=128; tune
- * r16=1: by 16 all the same), up to 720, or up to 1056 where wgstream3
- * follows (D=64, H=128 on sm_90a), or 1920 where H > 128 (D=80, H=160;
- * D=64, H=256 under tune r16=0); none for other solvers,
- * before sm_90, where H < 64, where
- * the weights do not fit a thread's registers (D=144, H=128; D=80, H=256;
- * D=112, H=128: 8 state elements a thread and an odd count of layer 3's
- * m-tiles), under rmma=0 or grid=1.  The weights' high and low tf32
- * copies follow the fp32 layout (w1r, w2r, w3r; w1rl, w2rl, w3rl). */
-static void test_rmma3_plan(void **state) {
-  (void)state;
-  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  flowgen_kernel *k = generate(&spec, NULL);
-  const flowgen_variant *v = find_strategy(k, "rmma3_r16");
-  assert_non_null(v);
-  assert_null(find_strategy(k, "rmma3_r8"));
-  assert_int_equal(find_strategy(k, "cluster4_r8")->max_batch, 240);
-  assert_int_equal(v->min_batch, 241);
-  assert_int_equal(v->max_batch, 1920);
-  assert_int_equal(v->rows_per_block, 16);
-  assert_int_equal(v->cluster_blocks, 4);
-  assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->shared_bytes, 225296);
-  assert_int_equal(flowgen_kernel_pick(k, 1921)->min_batch, 1921);
-  const char *src = flowgen_kernel_source(k);
-  assert_contains(src, "constexpr int kRows = 16;  // samples a cluster");
-  assert_contains(src, "constexpr int k_w1rl = ");
-  assert_contains(src, "v = pack_frag<256, 64, kHidden, kDim, false>(i - k_w1r,");
-  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, true>(i - k_w2rl,");
-  assert_contains(src, "if (Low) asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits) : \"f\"(v - __uint_as_float(bits)));");
-  assert_contains(src, "__device__ __forceinline__ void mma3(");
-  flowgen_kernel_free(k);
-  spec.arch_specific = true;
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1921);
-  flowgen_kernel_free(k);
-  spec.arch_specific = false;
-  /* r16=0: by 8 from 241 to 1920 (H > 128), then the tiled kernel; to
-   * 1056 where wgstream3 follows (sm_90a) */
-  flowgen_options opts = {.tune = "r16=0"};
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "rmma3_r8");
-  assert_int_equal(v->min_batch, 241);
-  assert_int_equal(v->max_batch, 1920);
-  assert_int_equal(v->rows_per_block, 8);
-  assert_int_equal(v->shared_bytes, 178192);
-  assert_null(find_strategy(k, "rmma3_r16"));
-  assert_int_equal(find_strategy(k, "tiled")->min_batch, 1921);
-  flowgen_kernel_free(k);
-  spec.arch_specific = true;
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1056);
-  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1057);
-  spec.arch_specific = false;
-  flowgen_kernel_free(k);
-  /* rmma=N: up to N */
-  opts.tune = "rmma=300";
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 300);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "r16=2");
-  /* no cluster kernel: by 8 from the first batch, then 16; H padded */
-  spec = fg_test_spec(17, 200, 4, 90);
-  k = generate(&spec, NULL);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma3_r8");
-  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 240);
-  assert_string_equal(flowgen_kernel_variant(k, 1)->strategy, "rmma3_r16");
-  assert_int_equal(flowgen_kernel_variant(k, 1)->max_batch, 1920);
-  assert_contains(flowgen_kernel_source(k), "constexpr int kHp = 256;  // H rounded up to 64");
-  flowgen_kernel_free(k);
-  /* fewer than 8 warps by 16: by 8 for two waves of 30 clusters */
-  spec = fg_test_spec(32, 128, 4, 90);
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->min_batch, 241);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 480);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 481);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 128);
-  flowgen_kernel_free(k);
-  /* 6 warps by 16: by 16 from 241 */
-  spec = fg_test_spec(48, 192, 4, 90);
-  k = generate(&spec, NULL);
-  assert_null(find_strategy(k, "rmma3_r8"));
-  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 241);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->block_threads, 192);
-  flowgen_kernel_free(k);
-  spec = fg_test_spec(32, 128, 4, 90);
-  /* r8=N: by 8 to N, then 16 (none by 8 where the cluster kernel covers N) */
-  opts.tune = "r8=960";
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 960);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 961);
-  flowgen_kernel_free(k);
-  opts.tune = "r8=240";
-  k = generate(&spec, &opts);
-  assert_null(find_strategy(k, "rmma3_r8"));
-  assert_int_equal(find_strategy(k, "rmma3_r16")->min_batch, 241);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "r8=x");
-  /* 8 state elements a thread by 16: by 8 to 720, to 1056 where
-   * wgstream3 follows (sm_90a); r16=1: by 16 */
-  spec = fg_test_spec(64, 128, 4, 90);
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->min_batch, 241);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 720);
-  assert_null(find_strategy(k, "rmma3_r16"));
-  flowgen_kernel_free(k);
-  spec.arch_specific = true;
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1056);
-  assert_int_equal(find_strategy(k, "wgstream3")->min_batch, 1057);
-  flowgen_kernel_free(k);
-  spec.arch_specific = false;
-  opts.tune = "r16=1";
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 480);
-  assert_int_equal(find_strategy(k, "rmma3_r16")->max_batch, 1920);
-  flowgen_kernel_free(k);
-  /* 16 do not fit: by 8 to 720 */
-  spec = fg_test_spec(128, 128, 4, 90);
-  k = generate(&spec, NULL);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma3_r8");
-  assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 720);
-  assert_null(find_strategy(k, "rmma3_r16"));
-  flowgen_kernel_free(k);
-  /* H > 128, no wgstream3 after it (D > 64): by 8 to 1920 */
-  spec = fg_test_spec(80, 160, 4, 90);
-  spec.arch_specific = true;
-  k = generate(&spec, NULL);
-  assert_int_equal(find_strategy(k, "rmma3_r8")->max_batch, 1920);
-  assert_null(find_strategy(k, "rmma3_r16"));
-  assert_int_equal(flowgen_kernel_pick(k, 1921)->min_batch, 1921);
-  flowgen_kernel_free(k);
-  /* none */
-  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
-                                   {64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_HEUN},
-                                   {64, 256, 80, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {64, 32, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {144, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {80, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {112, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
-                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
-  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma3_r8");
-  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma3_r16");
-  spec = fg_test_spec(64, 256, 4, 90);
-  assert_false(has_strategy(&spec, "rmma=0", "rmma3_r16"));
-  assert_false(has_strategy(&spec, "grid=1", "rmma3_r16"));
-}
-
-/* The register-resident kernel (bf16/fp16, sm_80 and newer; every
- * solver) up to batch 2 x 8 x 132 (tune rmma=N: to N; rmma=0: none), 8
- * samples a block, where D >= 64 after the cluster kernel's one-sample
- * variant (one wave of 30 clusters; tune rfrom=N: rmma from batch N, 1 for
- * all of it), else from the first batch; its fragment-order copies in
- * params; two 16-unit tiles a warp where that leaves 8 warps (tune rmw), W1
- * in registers where they hold it (tune rw1); none for fp32, tf32, before
- * sm_80, or where the weights would not fit a thread's registers. */
-static void test_rmma_plan(void **state) {
+/* The register-resident kernel: bf16 on m16n8k16, its fragment-order
+ * copies, two 16-unit tiles a warp where that leaves 8 warps, SiLU on
+ * packed pairs from sm_90 (fp32 tanh on sm_80); fp16 at D=17, H=200: W1 in
+ * registers; RK4: the stages' inputs and sums; tf32 over clusters of 2
+ * (m16n8k8, 32-bit copies, W2's 256 x 256 floats between its offset and
+ * W3's). */
+static void test_rmma_forms(void **state) {
   (void)state;
   flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  assert_false(has_strategy(&spec, "rmma=0", "rmma"));
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
-  assert_string_equal(v->strategy, "cluster4_r1");
-  assert_int_equal(v->min_batch, 0);
-  assert_int_equal(v->max_batch, 30);
-  v = flowgen_kernel_variant(k, 1);
-  assert_string_equal(v->strategy, "rmma");
-  assert_int_equal(v->min_batch, 31);
-  assert_int_equal(v->max_batch, 2 * 8 * 132);
-  assert_int_equal(v->block_threads, 256);
-  assert_int_equal(v->rows_per_block, 8);
-  assert_int_equal(v->cluster_blocks, 1);
-  /* W1 (16-bit), 8 warps' fp32 partials of 64 x 8, x and h1 as operands */
-  assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 8 * 64 * 8 + 2 * (64 + 256) * 8);
-  assert_int_equal(flowgen_kernel_variant(k, 2)->min_batch, 2 * 8 * 132 + 1);
+  flowgen_kernel *k = generate(&spec, NULL);
   const char *src = flowgen_kernel_source(k);
   assert_contains(src, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ");
   assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
@@ -1490,212 +868,120 @@ static void test_rmma_plan(void **state) {
   assert_contains(src, "constexpr int k_w1r = ");
   assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden>(i - k_w2r");
   flowgen_kernel_free(k);
-  opts.tune = "rmma=1000";
-  k = generate(&spec, &opts);
-  assert_int_equal(flowgen_kernel_variant(k, 1)->max_batch, 1000);
-  assert_int_equal(flowgen_kernel_variant(k, 2)->min_batch, 1001);
-  flowgen_kernel_free(k);
-  /* rfrom: rmma from the first batch, from 9, or after two variants of
-   * the cluster kernel (a sample a cluster, then two) */
-  static const struct {
-    const char *tune;
-    int variant, from;
-  } from[] = {{"rfrom=1", 0, 0}, {"rfrom=9", 1, 9}, {"rfrom=61", 2, 61}, {"rmma=20", 1, 20}};
-  for (size_t i = 0; i < sizeof from / sizeof *from; ++i) {
-    opts.tune = from[i].tune;
-    k = generate(&spec, &opts);
-    v = flowgen_kernel_variant(k, from[i].variant);
-    assert_string_equal(v->strategy, "rmma");
-    assert_int_equal(v->min_batch, from[i].from);
-    if (from[i].variant > 0)
-      assert_int_equal(flowgen_kernel_variant(k, from[i].variant - 1)->max_batch, from[i].from - 1);
-    flowgen_kernel_free(k);
-  }
-  expect_tune_refused(&spec, "rfrom=0");
-  expect_tune_refused(&spec, "rfrom=2113");
-  expect_tune_refused(&spec, "rfrom=242");  /* beyond the cluster kernel's variants */
-  /* D < 64: rmma from the first batch, unless tuned */
-  spec.dim = 32;
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
-  flowgen_kernel_free(k);
-  opts.tune = "rfrom=31";
-  k = generate(&spec, &opts);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "cluster4_r1");
-  assert_int_equal(flowgen_kernel_variant(k, 1)->min_batch, 31);
-  flowgen_kernel_free(k);
-  spec.dim = 64;
-  /* one tile a warp: 16 warps, W1 too many for the registers (shared) */
-  opts.tune = "rmw=1";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "rmma");
-  assert_int_equal(v->block_threads, 512);
-  assert_int_equal(v->shared_bytes, 2 * 256 * 64 + 4 * 16 * 64 * 8 + 2 * (64 + 256) * 8);
-  flowgen_kernel_free(k);
-  expect_tune_refused(&spec, "rmma=8449");
-  expect_tune_refused(&spec, "rmw=3");
-  expect_tune_refused(&spec, "rmw=4");
-  expect_tune_refused(&spec, "rw1=regs");
-  expect_tune_refused(&spec, "rw1=disk");
-
-  /* sm_80, bf16: no packed tanh of bf16 pairs; fp16, D=17, H=200 rounded
-   * up to 32 and 208: 13 warps of one tile, W1 in registers (no shared
-   * copy) */
   spec.arch = 80;
-  opts.tune = NULL;
-  k = generate(&spec, &opts);
+  k = generate(&spec, NULL);
   assert_null(strstr(flowgen_kernel_source(k), "tanh.approx.bf16x2"));
   assert_contains(flowgen_kernel_source(k), "tanh.approx.f32");
   flowgen_kernel_free(k);
   spec = fg_test_spec(17, 200, 4, 90);
   spec.precision = FLOWGEN_PRECISION_FP16;
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "rmma");
-  assert_int_equal(v->block_threads, 13 * 32);
-  assert_int_equal(v->shared_bytes, 4 * 13 * 32 * 8 + 2 * (32 + 208) * 8);
+  k = generate(&spec, NULL);
   assert_contains(flowgen_kernel_source(k), "tanh.approx.f16x2");
   assert_contains(flowgen_kernel_source(k), "uint4 w1[kMw1][kKt1];");
   flowgen_kernel_free(k);
-
-  /* RK4: the stages' inputs (x + a dt v) and sums (b v) */
   spec = fg_test_spec(64, 256, 4, 90);
   spec.precision = FLOWGEN_PRECISION_BF16;
   spec.solver = FLOWGEN_SOLVER_RK4;
-  k = generate(&spec, &opts);
+  k = generate(&spec, NULL);
   assert_non_null(find_strategy(k, "rmma"));
   assert_contains(flowgen_kernel_source(k), "float sums[kPerThread];");
   assert_contains(flowgen_kernel_source(k), "// stage 4 of 4 (rk4)");
   flowgen_kernel_free(k);
+  spec = fg_test_spec(64, 256, 4, 90);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  k = generate(&spec, NULL);
+  src = flowgen_kernel_source(k);
+  assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ");
+  assert_contains(src, "constexpr int kK = 8;");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, false>(i - k_w2r");
+  assert_contains(src, "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits)");
+  assert_null(strstr(src, "tanh.approx.bf16x2"));
+  long w2r = 0, w3r = 0;
+  assert_int_equal(sscanf(strstr(src, "constexpr int k_w2r = "), "constexpr int k_w2r = %ld;", &w2r), 1);
+  assert_int_equal(sscanf(strstr(src, "constexpr int k_w3r = "), "constexpr int k_w3r = %ld;", &w3r), 1);
+  assert_int_equal(w3r - w2r, 256 * 256);
+  flowgen_kernel_free(k);
+}
 
-  /* none: fp32, tf32 (over clusters only: rmma_c2, below), sm_75, D=112
-   * with H=256 and D=80 with H=240 (too many registers; the latter spills
-   * at 136, 15 warps), H=512, D=256 with H=64 (16 state elements a
-   * thread) */
-  static const plan_case none[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+/* fp32 as tf32x3 over clusters of 4 (rmma3): by 16 samples a cluster, the
+ * weights' high and low tf32 copies in params, packed from fp32 (the low
+ * parts less the high ones), three products each; H padded to a multiple
+ * of 64 (D=17, H=200). */
+static void test_rmma3_forms(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
+  flowgen_kernel *k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "constexpr int kRows = 16;  // samples a cluster");
+  assert_contains(src, "constexpr int k_w1rl = ");
+  assert_contains(src, "v = pack_frag<256, 64, kHidden, kDim, false>(i - k_w1r,");
+  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, true>(i - k_w2rl,");
+  assert_contains(src, "if (Low) asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits) : \"f\"(v - __uint_as_float(bits)));");
+  assert_contains(src, "__device__ __forceinline__ void mma3(");
+  flowgen_kernel_free(k);
+  spec = fg_test_spec(17, 200, 4, 90);
+  k = generate(&spec, NULL);
+  assert_contains(flowgen_kernel_source(k), "constexpr int kHp = 256;  // H rounded up to 64");
+  flowgen_kernel_free(k);
+}
+
+/* Where strategies stop applying (edges between the golden table's
+ * shapes): none of these cases' plans has a variant of the strategy. */
+static void test_applicability_edges(void **state) {
+  (void)state;
+  /* wgmma: fp32, tf32, another solver, sm_80, H above 256, D above 160,
+   * weights beyond shared memory (D=128, H=256: 256 KB); plain sm_90 */
+  static const plan_case wgmma[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                    {64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_HEUN},
+                                    {64, 256, 80, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                    {16, 272, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                    {161, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                    {128, 256, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(wgmma, sizeof wgmma / sizeof *wgmma, true, "wgmma");
+  expect_no_strategy(wgmma, 1, false, "wgmma");
+  /* wgstream: bf16, another solver, D above 64, H above 256 */
+  static const plan_case wgstream[] = {{64, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
+                                       {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
+                                       {65, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                       {64, 257, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(wgstream, sizeof wgstream / sizeof *wgstream, true, "wgstream");
+  /* rmma3: other solvers, before sm_90, H < 64, weights beyond a thread's
+   * registers (D=144, H=128; D=80, H=256; D=112, H=128: 8 state elements a
+   * thread and an odd count of layer 3's m-tiles), tf32 */
+  static const plan_case rmma3[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
+                                    {64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_HEUN},
+                                    {64, 256, 80, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {64, 32, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {144, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {80, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {112, 128, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                    {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(rmma3, sizeof rmma3 / sizeof *rmma3, false, "rmma3_r8");
+  expect_no_strategy(rmma3, sizeof rmma3 / sizeof *rmma3, false, "rmma3_r16");
+  /* rmma: fp32, tf32 (over clusters only), sm_75, D=112 with H=256 and
+   * D=80 with H=240 (too many registers), H=512, D=256 with H=64 (16 state
+   * elements a thread) */
+  static const plan_case rmma[] = {{64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
                                    {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
                                    {64, 256, 75, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
                                    {112, 256, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
                                    {64, 512, 90, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_EULER},
                                    {80, 240, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER},
                                    {256, 64, 90, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_EULER}};
-  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma");
-}
-
-/* tf32 on the register-resident kernel (sm_90, Euler): over clusters of 2
- * blocks (its weights take twice bf16's registers), 8 samples a cluster,
- * after the cluster kernel's variants of 1 to 3 samples a cluster (whatever
- * D; from the first batch where that kernel does not fit) up to batch 2640
- * (tune rmma=N: to N); tf32 copies in
- * params (16 x 8 tiles, each 8 inputs as k = 0, 2, 4, 6, 1, 3, 5, 7), W1
- * in shared memory; over clusters of 4 under tune rcl=4 where the
- * registers hold it, none under
- * rcl=0, before sm_90, with another solver, or where no cluster's blocks
- * hold the weights (D=17, H=200: 13 tiles of 16 units). */
-static void test_rmma_tf32_plan(void **state) {
-  (void)state;
-  flowgen_spec spec = fg_test_spec(64, 256, 4, 90);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  flowgen_options opts = {0};
-  flowgen_kernel *k = generate(&spec, &opts);
-  const flowgen_variant *v = flowgen_kernel_variant(k, 2);
-  assert_string_equal(v->strategy, "cluster4_r3");
-  assert_int_equal(v->max_batch, 90);
-  v = flowgen_kernel_variant(k, 3);
-  assert_string_equal(v->strategy, "rmma_c2");
-  assert_int_equal(v->min_batch, 91);
-  assert_int_equal(v->max_batch, 2640);
-  assert_int_equal(v->cluster_blocks, 2);
-  assert_int_equal(v->rows_per_block, 8);
-  assert_int_equal(v->block_threads, 256);
-  /* W1 (tf32), 8 warps' fp32 partials of 64 x 8, x and h1 as operands, the
-   * blocks' sums (two steps) and two mbarriers */
-  assert_int_equal(v->shared_bytes,
-                   4 * 256 * 64 + 4 * 8 * 64 * 8 + 4 * (64 + 256) * 8 + 2 * 2 * 4 * 64 * 8 + 16);
-  assert_int_equal(flowgen_kernel_variant(k, 4)->min_batch, 2641);
-  const char *src = flowgen_kernel_source(k);
-  assert_contains(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ");
-  assert_contains(src, "movmatrix.sync.aligned.m8n8.trans.b16");
-  assert_contains(src, "constexpr int kK = 8;");
-  assert_contains(src, "v = pack_frag<256, 256, kHidden, kHidden, false>(i - k_w2r");
-  assert_contains(src, "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(bits)");
-  assert_null(strstr(src, "tanh.approx.bf16x2"));
-  /* 32-bit copies: W2's 256 x 256 floats between its offset and W3's */
-  long w2r = 0, w3r = 0;
-  assert_int_equal(sscanf(strstr(src, "constexpr int k_w2r = "), "constexpr int k_w2r = %ld;", &w2r), 1);
-  assert_int_equal(sscanf(strstr(src, "constexpr int k_w3r = "), "constexpr int k_w3r = %ld;", &w3r), 1);
-  assert_int_equal(w3r - w2r, 256 * 256);
-  flowgen_kernel_free(k);
-  opts.tune = "rmma=500";
-  k = generate(&spec, &opts);
-  assert_int_equal(find_strategy(k, "rmma_c2")->max_batch, 500);
-  flowgen_kernel_free(k);
-  /* over clusters of 4: layer 1's 4 tiles a warp leave too few registers
-   * at D=64, H=256 (a spill); at D=32, H=128 two warps a block */
-  assert_false(has_strategy(&spec, "rcl=4", "rmma_c4"));
-  spec.dim = 32;
-  spec.hidden = 128;
-  opts.tune = "rcl=4";
-  k = generate(&spec, &opts);
-  v = find_strategy(k, "rmma_c4");
-  assert_non_null(v);
-  assert_int_equal(v->block_threads, 64);
-  assert_null(find_strategy(k, "rmma_c2"));
-  flowgen_kernel_free(k);
-  spec.dim = 64;
-  spec.hidden = 256;
-  assert_false(has_strategy(&spec, "rcl=0", "rmma_c2"));
-  assert_false(has_strategy(&spec, "rmma=0", "rmma_c2"));
-  expect_tune_refused(&spec, "rcl=3");
-  /* D < 64: the cluster kernel first too; from the first batch under tune
-   * rfrom=1 or where that kernel does not fit (D=24, H=64; D=128, H=128) */
-  spec.dim = 16;
-  spec.hidden = 64;
-  k = generate(&spec, NULL);
-  assert_string_equal(flowgen_kernel_variant(k, 3)->strategy, "rmma_c2");
-  assert_int_equal(flowgen_kernel_variant(k, 3)->min_batch, 91);
-  assert_int_equal(flowgen_kernel_variant(k, 3)->block_threads, 64);
-  flowgen_kernel_free(k);
-  opts.tune = "rfrom=1";
-  k = generate(&spec, &opts);
-  assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma_c2");
-  flowgen_kernel_free(k);
-  static const int alone[][2] = {{24, 64}, {128, 128}};
-  for (size_t i = 0; i < 2; ++i) {
-    spec.dim = alone[i][0];
-    spec.hidden = alone[i][1];
-    k = generate(&spec, NULL);
-    assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma_c2");
-    assert_int_equal(flowgen_kernel_variant(k, 0)->max_batch, 2640);
-    flowgen_kernel_free(k);
-  }
-  static const plan_case none[] = {{64, 256, 80, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
-                                   {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
-                                   {17, 200, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
-  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma_c2");
-  expect_no_strategy(none, sizeof none / sizeof *none, false, "rmma_c4");
-}
-
-/* tune tstages: more stages grow the tiled kernels' shared memory; none
- * before sm_80 (no cp.async). */
-static void test_tiled_stages(void **state) {
-  (void)state;
-  flowgen_spec spec = fg_test_spec(128, 512, 4, 90);
-  flowgen_options opts = {.tune = "tstages=4"};
-  flowgen_kernel *two = generate(&spec, NULL), *four = generate(&spec, &opts);
-  const flowgen_variant *a = find_strategy(two, "tiled8c8"), *b = find_strategy(four, "tiled8c8");
-  assert_non_null(a);
-  assert_non_null(b);
-  assert_true(b->shared_bytes > a->shared_bytes);
-  assert_contains(flowgen_kernel_source(four), "constexpr int kStages = 4;");
-  assert_contains(flowgen_kernel_source(two), "constexpr int kStages = 2;");
-  flowgen_kernel_free(two);
-  flowgen_kernel_free(four);
-  spec.arch = 75;
-  flowgen_kernel *none = NULL;
-  flowgen_error err = {FLOWGEN_OK, ""};
-  assert_int_not_equal(flowgen_generate(&spec, &opts, &none, &err), FLOWGEN_OK);
-  assert_non_null(strstr(err.message, "tstages"));
+  expect_no_strategy(rmma, sizeof rmma / sizeof *rmma, false, "rmma");
+  /* tf32 over clusters: before sm_90, another solver, D=17, H=200 (13
+   * tiles of 16 units split over no cluster) */
+  static const plan_case rmma_tf32[] = {{64, 256, 80, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                        {64, 256, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
+                                        {17, 200, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(rmma_tf32, sizeof rmma_tf32 / sizeof *rmma_tf32, false, "rmma_c2");
+  expect_no_strategy(rmma_tf32, sizeof rmma_tf32 / sizeof *rmma_tf32, false, "rmma_c4");
+  /* gemm: tf32, before sm_80, 394 KB of weights */
+  static const plan_case gemm[] = {{128, 512, 90, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_EULER},
+                                   {128, 512, 75, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER},
+                                   {64, 256, 90, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_EULER}};
+  expect_no_strategy(gemm, sizeof gemm / sizeof *gemm, false, "gemm");
 }
 
 static void test_name_is_respected(void **state) {
@@ -2051,19 +1337,18 @@ int main(void) {
       cmocka_unit_test(test_kernel_symbols),
       cmocka_unit_test(test_shape_constants_are_literals),
       cmocka_unit_test(test_variants_are_consistent),
-      cmocka_unit_test(test_gemm_plan),
-      cmocka_unit_test(test_wgmma_plan),
-      cmocka_unit_test(test_wgstream_plan),
-      cmocka_unit_test(test_wgstream3_plan),
-      cmocka_unit_test(test_rmma_plan),
-      cmocka_unit_test(test_rmma_tf32_plan),
-      cmocka_unit_test(test_rmma3_plan),
-      cmocka_unit_test(test_strategies_by_shape),
-      cmocka_unit_test(test_cluster_rows_plan),
-      cmocka_unit_test(test_cluster_fold_plan),
+      cmocka_unit_test(test_cluster_and_grid_forms),
+      cmocka_unit_test(test_cluster_fold),
       cmocka_unit_test(test_cluster_barriers_split),
-      cmocka_unit_test(test_own_partial_plan),
-      cmocka_unit_test(test_tiled_stages),
+      cmocka_unit_test(test_own_partial),
+      cmocka_unit_test(test_gemm_forms),
+      cmocka_unit_test(test_mma_forms),
+      cmocka_unit_test(test_wgmma_forms),
+      cmocka_unit_test(test_wgstream_forms),
+      cmocka_unit_test(test_wgstream3_forms),
+      cmocka_unit_test(test_rmma_forms),
+      cmocka_unit_test(test_rmma3_forms),
+      cmocka_unit_test(test_applicability_edges),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),
       cmocka_unit_test(test_describe_json),

@@ -612,7 +612,7 @@ static void check_variant(const char *tune, const char *strategy, const variant_
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
  * variant (wgmma64, from the register-resident kernel's last batch + 1 to
- * 8448) and one that starts at 1000 (FLOWGEN_TUNE=rmma=0,wg1=1000). */
+ * 8448) and one that starts at 1000 (FLOWGEN_TUNE=skip=rmma,wgmma64=1000:). */
 static void check_wgmma_variant(const char *tune, const char *strategy) {
   static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
                                          {3, 100, 5, FLOWGEN_PRECISION_FP16},
@@ -627,17 +627,18 @@ static void test_wgmma_strategy(void **state) {
   skip_unless_sm90();
   check_wgmma_variant(NULL, "wgmma");
   check_wgmma_variant(NULL, "wgmma64");
-  check_wgmma_variant("rmma=0,wg1=1000", "wgmma64");
+  check_wgmma_variant("skip=rmma,wgmma64=1000:", "wgmma64");
 }
 
 /* The streamed warpgroup variant (tf32, Euler, sm_90) at the tf32
  * tolerance (1e-4): its first batch (2113) and four more of no multiple of
  * 128, whose last cluster of 2 holds 65, 129, 130, 41 and 133 samples (a
  * second block without samples, warpgroups with one sample or none); D and
- * H of no multiple of 16 and 32; blocks alone (wsc=1), 32 outputs a
- * chunk; warpgroup 1 starting each layer 1 once warpgroup 0's is done (the
- * plan at the first two shapes, whose rings are shorter than a step's
- * pieces), W1 by 32 inputs a piece (the plan at D=64; ws1=16: 16). */
+ * H of no multiple of 16 and 32; blocks alone (wgstream.blocks=1), 32
+ * outputs a chunk (wgstream.n=32); warpgroup 1 starting each layer 1 once
+ * warpgroup 0's is done (the plan at the first two shapes, whose rings are
+ * shorter than a step's pieces), W1 by 32 inputs a piece (the plan at
+ * D=64; by 16 at D=17 and D=3). */
 static void test_wgstream_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -648,15 +649,14 @@ static void test_wgstream_strategy(void **state) {
                                          {64, 64, 3, FLOWGEN_PRECISION_TF32}};
   const size_t n = sizeof shapes / sizeof *shapes;
   check_variant_within(NULL, "wgstream", shapes, n, 1e-4);
-  check_variant_within("wsc=1", "wgstream", shapes, n, 1e-4);
-  check_variant_within("wsn=32", "wgstream", shapes, 1, 1e-4);
-  check_variant_within("wsc=1,wsn=32", "wgstream", shapes, 1, 1e-4);
-  check_variant_within("ws1=16", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wgstream.blocks=1", "wgstream", shapes, n, 1e-4);
+  check_variant_within("wgstream.n=32", "wgstream", shapes, 1, 1e-4);
+  check_variant_within("wgstream.blocks=1,wgstream.n=32", "wgstream", shapes, 1, 1e-4);
 }
 
 /* fp32 as tf32x3 on the streamed warpgroup kernel at fp32's tolerance
  * (1e-6): its first batch (1057 on an H200) and four more (a last block of one
- * sample; over clusters of 2, wsc=2, a last cluster with a block without
+ * sample; over clusters of 2, wgstream.blocks=2, a last cluster with a block without
  * samples), D and H of no multiple of 16 and 32. */
 static void test_wgstream3_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
@@ -668,15 +668,16 @@ static void test_wgstream3_strategy(void **state) {
                                          {64, 64, 3, FLOWGEN_PRECISION_FP32}};
   const size_t n = sizeof shapes / sizeof *shapes;
   check_variant_within(NULL, "wgstream3", shapes, n, 1e-6);
-  check_variant_within("wsc=2", "wgstream3", shapes, n, 1e-6);
+  check_variant_within("wgstream.blocks=2", "wgstream3", shapes, n, 1e-6);
 }
 
 /* The register-resident kernel (bf16 and fp16, sm_80 and newer;
- * FLOWGEN_TUNE=rmma=2000,rfrom=1: from the first batch up to 2000, two
- * waves of blocks on an H200, so that a block of one sample is checked):
- * shapes whose D and H are no multiple of 16, the largest D it takes, two
- * tiles a warp (D=64, H=256) and one (rmw=1), W1 in registers (D=17,
- * H=200) and in shared memory, every solver (the stages' inputs and sums). */
+ * FLOWGEN_TUNE=rmma=1:2000: from the first batch up to 2000, two waves of
+ * blocks on an H200, so that a block of one sample is checked): shapes
+ * whose D and H are no multiple of 16, the largest D it takes, two tiles a
+ * warp (D=64, H=256) and one (D=160 and 128, H=128), W1 in registers
+ * (D=17, H=200) and in shared memory, every solver (the stages' inputs and
+ * sums). */
 static void test_rmma_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -690,8 +691,7 @@ static void test_rmma_strategy(void **state) {
                                          {17, 200, 4, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN},
                                          {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
                                          {128, 128, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4}};
-  check_variant("rmma=2000,rfrom=1", "rmma", shapes, sizeof shapes / sizeof *shapes);
-  check_variant("rmma=2000,rmw=1,rfrom=1", "rmma", shapes, 1);
+  check_variant("rmma=1:2000", "rmma", shapes, sizeof shapes / sizeof *shapes);
 }
 
 /* bf16 and fp16 as planned where the cluster kernel takes the first wave
@@ -715,9 +715,8 @@ static void test_low_precision_small_batches(void **state) {
  * tf32 tolerance (1e-4): as planned, clusters of 2 from batch 91 after the
  * cluster kernel (D=64, H=256), from the first batch where that does not
  * fit; D of no multiple of 16 beyond 64 (D=100: 8 state elements a
- * thread), three warps a block (D=40, H=96), one warp (D=24, H=64 over 4
- * blocks), last clusters of one and of seven samples, five waves of
- * clusters; clusters of 4 (rcl=4: D=32, H=128 and D=24, H=64). */
+ * thread), three warps a block (D=40, H=96), two warps (D=24, H=64),
+ * last clusters of one and of seven samples, five waves of clusters. */
 static void test_rmma_tf32(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -726,10 +725,7 @@ static void test_rmma_tf32(void **state) {
                                       {40, 96, 4, FLOWGEN_PRECISION_TF32},
                                       {24, 64, 5, FLOWGEN_PRECISION_TF32},
                                       {100, 128, 3, FLOWGEN_PRECISION_TF32}};
-  static const variant_shape four[] = {{32, 128, 8, FLOWGEN_PRECISION_TF32},
-                                       {24, 64, 5, FLOWGEN_PRECISION_TF32}};
   check_variant_within(NULL, "rmma_c2", two, sizeof two / sizeof *two, 1e-4);
-  check_variant_within("rcl=4", "rmma_c4", four, sizeof four / sizeof *four, 1e-4);
 }
 
 /* fp32 as tf32x3 on the register-resident kernel over clusters of 4
@@ -741,10 +737,9 @@ static void test_rmma_tf32(void **state) {
  * kernel does not fit (D=17, H=200: H rounded up to 64), by 8 alone where
  * 16 do not fit (D=128, H=128, to 720) or would leave a thread 8 state
  * elements (D=64, H=128, to 1056 before wgstream3; D=80, H=160, to 1920);
- * by 16 wherever it fits (r16=1: D=24, H=64, one m-tile a block, two
- * warps, 8 state elements a thread); last clusters of one, two, seven and
- * nine samples, up to batch 1920; by 8 after the cluster kernel (r16=0,
- * to 1056 before wgstream3) and up to batch 300 (rmma=300). */
+ * last clusters of one, two, seven and nine samples, up to batch 1920; by
+ * 8 after the cluster kernel (skip=rmma3_r16, to 1056 before wgstream3)
+ * and by 16 up to batch 300 (rmma3_r16=:300). */
 static void test_rmma3_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -761,10 +756,9 @@ static void test_rmma3_strategy(void **state) {
   check_variant_within(NULL, "rmma3_r16", after, 2, 1e-6);
   check_variants_within(NULL, both, 2, two_waves, 1, 1e-6);
   check_variants_within(NULL, both, 2, first, 1, 1e-6);
-  check_variants_within("r16=1", both, 2, first + 1, 1, 1e-6);
   check_variant_within(NULL, "rmma3_r8", eight, 3, 1e-6);
-  check_variant_within("r16=0", "rmma3_r8", after, 2, 1e-6);
-  check_variant_within("rmma=300", "rmma3_r16", after, 1, 1e-6);
+  check_variant_within("skip=rmma3_r16", "rmma3_r8", after, 2, 1e-6);
+  check_variant_within("rmma3_r16=:300", "rmma3_r16", after, 1, 1e-6);
 }
 
 /* The cluster kernel (fp32 in every precision, sm_90) at the fp32
@@ -779,18 +773,17 @@ static void test_cluster_layer2(void **state) {
                                          {64, 256, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_RK4},
                                          {32, 128, 5, FLOWGEN_PRECISION_FP32}};
   const size_t n = sizeof shapes / sizeof *shapes;
-  /* 1 to 8 samples a cluster; 8 over three waves (fp32, D=64, H=256, rmma=0:
+  /* 1 to 8 samples a cluster; 8 over three waves (fp32, D=64, H=256, skip=rmma3:
    * without rmma3, which takes over after one as planned), two (tf32) and
    * one (H=128) */
   static const char *const planned[] = {"cluster4_r1", "cluster4_r3", "cluster4_r4", "cluster4_r6",
                                         "cluster4_r8"};
   const size_t n_planned = sizeof planned / sizeof *planned;
   check_variants_within(NULL, planned, n_planned, shapes, n, 1e-6);
-  check_variants_within("rmma=0", planned, n_planned, shapes, 1, 1e-6);
-  check_variant_within("cluster=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
-  check_variant_within("rows=4,cwaves=2,rmma=0", "cluster4_r4", shapes, 1, 1e-6);  /* 4 over two waves */
-  check_variant_within("fold=0", "cluster4_r1", shapes, n, 1e-6);  /* x carried, layer 3 apart */
-  check_variant_within("fold=0", "cluster4_r3", shapes, 1, 1e-6);
+  check_variants_within("skip=rmma3", planned, n_planned, shapes, 1, 1e-6);
+  check_variant_within("cluster.blocks=8", "cluster8_r1", shapes, 2, 1e-6);  /* H=128: none */
+  /* 4 over two waves */
+  check_variant_within("skip=rmma3,cluster4_r4=:240", "cluster4_r4", shapes, 1, 1e-6);
   /* layer 3's lanes of an output: 2, 16 apart, two sends each (D=64,
    * H=128); 4, 8 apart, layer 2 by lanes (D=16, H=64); 8, 4 apart, half of
    * them sending (D=32, H=256) */
@@ -804,9 +797,8 @@ static void test_cluster_layer2(void **state) {
 /* The cluster kernel with layer 3 folded into layer 1 (Euler, sm_90) at
  * the fp32 tolerance: as planned at D=64, H=128 (every count of samples a
  * cluster in fp32, 8 a cluster for one wave before rmma3 and over three
- * under rmma=0, 1 to 3 in tf32), also over one and two steps, and D=32,
- * H=128 (one sample); forced (fold=1) at D=64, H=256 with 1 to 4 samples
- * over clusters of 4 blocks and with one over 8. */
+ * under skip=rmma3, 1 to 3 in tf32), also over one and two steps, and
+ * D=32, H=128 (one sample). */
 static void test_cluster_fold(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -816,7 +808,7 @@ static void test_cluster_fold(void **state) {
   static const char *const all_rows[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3",
                                          "cluster4_r4", "cluster4_r6", "cluster4_r8"};
   check_variants_within(NULL, all_rows, sizeof all_rows / sizeof *all_rows, planned_shapes, 1, 1e-6);
-  check_variant_within("rmma=0", "cluster4_r8", planned_shapes, 1, 1e-6);
+  check_variant_within("skip=rmma3", "cluster4_r8", planned_shapes, 1, 1e-6);
   check_variants_within(NULL, all_rows, 3, planned_shapes + 1, 1, 1e-6);  /* tf32: rmma_c2 from 91 */
   static const variant_shape one_row[] = {{32, 128, 6, FLOWGEN_PRECISION_FP32}};
   check_variant_within(NULL, "cluster4_r1", one_row, 1, 1e-6);
@@ -825,10 +817,6 @@ static void test_cluster_fold(void **state) {
   static const variant_shape short_runs[] = {{64, 128, 1, FLOWGEN_PRECISION_FP32},
                                              {64, 128, 2, FLOWGEN_PRECISION_FP32}};
   check_variants_within(NULL, all_rows, 2, short_runs, 2, 1e-6);
-  static const variant_shape forced[] = {{64, 256, 8, FLOWGEN_PRECISION_FP32}};
-  static const char *const four[] = {"cluster4_r1", "cluster4_r2", "cluster4_r3", "cluster4_r4"};
-  check_variants_within("fold=1", four, 4, forced, 1, 1e-6);
-  check_variant_within("fold=1,cluster=8", "cluster8_r1", forced, 1, 1e-6);
 }
 
 /* Two samplers of different shapes live side by side; a second sampler of

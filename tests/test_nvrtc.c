@@ -298,9 +298,8 @@ static void test_precisions_compile(void **state) {
 }
 
 /* The tuned variants of the tiled kernels: several weight tiles in flight,
- * deeper tiles, the cluster split (FLOWGEN_TUNE=tstages=4,tchunk=64); of
- * the cluster kernel: 8 blocks a cluster, layer 3 folded into layer 1
- * (fold=1, of 4 and 8 blocks). */
+ * deeper tiles, the cluster split (tiled.stages=4,tiled.chunk=64); of the
+ * cluster kernel: 8 blocks a cluster. */
 static void test_tuned_variants_compile(void **state) {
   (void)state;
   skip_without_nvrtc();
@@ -310,12 +309,9 @@ static void test_tuned_variants_compile(void **state) {
     flowgen_solver solver;
     const char *tune;
   } cases[] = {
-      {128, 512, 2, FLOWGEN_SOLVER_EULER, "tstages=4,tchunk=64"},
-      {33, 130, 2, FLOWGEN_SOLVER_HEUN, "tstages=3,mma=0"},
-      {64, 256, 2, FLOWGEN_SOLVER_RK4, "cluster=8"},
-      {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
-      {64, 256, 2, FLOWGEN_SOLVER_EULER, "fold=1,cluster=8"},
-      {64, 128, 2, FLOWGEN_SOLVER_EULER, "fold=1"},
+      {128, 512, 2, FLOWGEN_SOLVER_EULER, "tiled.stages=4,tiled.chunk=64"},
+      {33, 130, 2, FLOWGEN_SOLVER_HEUN, "tiled.stages=3,skip=mma16:mma"},
+      {64, 256, 2, FLOWGEN_SOLVER_RK4, "cluster.blocks=8"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, cases[i].steps, 90);
@@ -352,15 +348,16 @@ static void lasts_compile_clean(const last_case *cases, size_t n) {
 /* The wgmma variant (sm_90a: the runtime's target on sm_90) compiles
  * without warnings (ptxas reports wgmma it must serialize) or spills: 128
  * and 64 outputs a wgmma and a last one of the rest, D and H of no multiple
- * of 16, the largest D, one warpgroup a block (wg1). */
+ * of 16, the largest D, one warpgroup a block (from batch 481 where rmma is
+ * left out). */
 static void test_wgmma_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
   if (quick()) skip();
   static const last_case cases[] = {
       {64, 256, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
-      {64, 256, FLOWGEN_PRECISION_FP16, "wgn=64", "wgmma"},
-      {64, 256, FLOWGEN_PRECISION_BF16, "rmma=0,wg1=481", "wgmma"},
+      {64, 256, FLOWGEN_PRECISION_FP16, "wgmma.n=64", "wgmma"},
+      {64, 256, FLOWGEN_PRECISION_BF16, "skip=rmma", "wgmma"},
       {17, 200, FLOWGEN_PRECISION_FP16, NULL, "wgmma"},
       {3, 100, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
       {80, 240, FLOWGEN_PRECISION_BF16, NULL, "wgmma"},
@@ -371,28 +368,29 @@ static void test_wgmma_compiles(void **state) {
 
 /* The streamed warpgroup variants (sm_90a; tf32: wgstream, fp32:
  * wgstream3) compile without warnings (no serialized wgmma) or spills: the
- * default shape, blocks alone (wsc=1) and clusters of 2 (fp32: wsc=2), 32
- * outputs a chunk (wsn=32), D and H of no multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
+ * default shape, blocks alone (wgstream.blocks=1) and clusters of 2 (fp32:
+ * wgstream.blocks=2), 32 outputs a chunk (wgstream.n=32), D and H of no
+ * multiple of 16 and 32 (H=200: layer 2's inputs in a piece of 128 and
  * one of 96), the smallest shapes. */
 static void test_wgstream_compiles(void **state) {
   (void)state;
   skip_without_nvrtc();
   if (quick()) skip();
   static const last_case cases[] = {{64, 256, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
-               {64, 256, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
-               {64, 256, FLOWGEN_PRECISION_TF32, "wsn=32", "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wgstream.blocks=1", "wgstream"},
+               {64, 256, FLOWGEN_PRECISION_TF32, "wgstream.n=32", "wgstream"},
                {17, 200, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
-               {3, 100, FLOWGEN_PRECISION_TF32, "wsc=1", "wgstream"},
+               {3, 100, FLOWGEN_PRECISION_TF32, "wgstream.blocks=1", "wgstream"},
                {1, 1, FLOWGEN_PRECISION_TF32, NULL, "wgstream"},
                {64, 256, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
-               {64, 256, FLOWGEN_PRECISION_FP32, "wsc=2", "wgstream3"},
+               {64, 256, FLOWGEN_PRECISION_FP32, "wgstream.blocks=2", "wgstream3"},
                {17, 200, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"},
                {3, 100, FLOWGEN_PRECISION_FP32, NULL, "wgstream3"}};
   lasts_compile_clean(cases, sizeof cases / sizeof *cases);
 }
 
 /* The register-resident kernel compiles without warnings or spills where
- * the planner takes a shape (tune rmma=1000,rfrom=1: from the first batch up to 1000):
+ * the planner takes a shape (tune rmma=1:1000: from the first batch up to 1000):
  * the default shape, D and H of no multiple of 16, the largest D for
  * H=256, many registers a thread (D=160, H=128), one warp (H <= 16), every
  * solver; sm_90 (packed tanh), sm_80 and sm_86 (fp32 tanh for bf16), sm_90a
@@ -423,7 +421,7 @@ static void test_rmma_compiles(void **state) {
     spec.precision = cases[i].precision;
     spec.solver = cases[i].solver;
     spec.arch_specific = i == 0;
-    flowgen_options opts = {.tune = "rmma=1000,rfrom=1"};
+    flowgen_options opts = {.tune = "rmma=1:1000"};
     flowgen_kernel *k = NULL;
     assert_int_equal(flowgen_generate(&spec, &opts, &k, NULL), FLOWGEN_OK);
     assert_string_equal(flowgen_kernel_variant(k, 0)->strategy, "rmma");
@@ -432,16 +430,14 @@ static void test_rmma_compiles(void **state) {
   }
   /* fp32 as tf32x3 over clusters of 4 (rmma3): by 8 and 16 samples a
    * cluster near the register limit (D=64, H=256 as planned: by 16 after
-   * the cluster kernel; r16=0: by 8), H padded (D=17, H=200), D and H
-   * padded (D=36, H=240), one m-tile a block (D=24, H=64, r16=1), an odd
-   * count of layer 3's m-tiles (D=48, H=192), 8 state elements a thread by
-   * 8 (D=128, H=128) and by 16 (D=52, H=150, r16=1) */
+   * the cluster kernel; skip=rmma3_r16: by 8), H padded (D=17, H=200), D
+   * and H padded (D=36, H=240), an odd count of layer 3's m-tiles (D=48,
+   * H=192), 8 state elements a thread by 8 (D=128, H=128) */
   static const struct {
     int dim, hidden;
     const char *tune, *strategy;
-  } x3[] = {{64, 256, "r16=0", "rmma3_r8"}, {17, 200, NULL, "rmma3_r16"}, {36, 240, NULL, "rmma3_r16"},
-            {24, 64, "r16=1", "rmma3_r16"}, {48, 192, NULL, "rmma3_r16"}, {128, 128, NULL, "rmma3_r8"},
-            {52, 150, "r16=1", "rmma3_r16"}};
+  } x3[] = {{64, 256, "skip=rmma3_r16", "rmma3_r8"}, {17, 200, NULL, "rmma3_r16"},
+            {36, 240, NULL, "rmma3_r16"}, {48, 192, NULL, "rmma3_r16"}, {128, 128, NULL, "rmma3_r8"}};
   for (size_t i = 0; i < sizeof x3 / sizeof *x3; ++i) {
     flowgen_spec spec = fg_test_spec(x3[i].dim, x3[i].hidden, 4, 90);
     flowgen_options opts = {.tune = x3[i].tune};

@@ -156,9 +156,277 @@ static void test_plan_matches_golden(void **state) {
   free(t.data);
 }
 
+/* ---- overrides (templates/tune.lua, docs/tuning.md) ------------------------ */
+
+/* spec's plan under `tune` (the built-in templates). */
+static flowgen_kernel *plan_of(const flowgen_spec *spec, const char *tune) {
+  flowgen_options opts = {.tune = tune};
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  if (flowgen_generate(spec, &opts, &k, &err) != FLOWGEN_OK)
+    fail_msg("tune=%s: %s: %s", tune ? tune : "(none)", flowgen_status_name(err.status), err.message);
+  return k;
+}
+
+static flowgen_spec spec_of(int dim, int hidden, flowgen_precision precision, int arch, bool arch_specific) {
+  flowgen_spec spec = fg_test_spec(dim, hidden, 4, arch);
+  spec.precision = precision;
+  spec.arch_specific = arch_specific;
+  return spec;
+}
+
+/* The plan as "strategy min-max ..." (max -1 as nothing after the dash). */
+static char *chain_of(const flowgen_kernel *k) {
+  text t = {0};
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    append(&t, "%s%s %lld-", i ? " " : "", v->strategy, (long long)v->min_batch);
+    if (v->max_batch >= 0) append(&t, "%lld", (long long)v->max_batch);
+  }
+  return t.data;
+}
+
+/* spec's plan under tune is exactly `chain`. */
+static void expect_chain(const flowgen_spec *spec, const char *tune, const char *chain) {
+  flowgen_kernel *k = plan_of(spec, tune);
+  char *got = chain_of(k);
+  if (strcmp(got, chain) != 0) fail_msg("tune=%s:\n  got  %s\n  want %s", tune ? tune : "(none)", got, chain);
+  free(got);
+  flowgen_kernel_free(k);
+}
+
+/* only= and skip=: strategies chosen or left out, the rest planned as if
+ * they could not serve; only= plans a strategy whatever the weights (the
+ * grid at 394 KB). */
+static void test_only_and_skip(void **state) {
+  (void)state;
+  flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_chain(&fp32, NULL, "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
+                            "cluster4_r6 121-180 cluster4_r8 181-240 rmma3_r16 241-1920 tiled 1921-8448 mma 8449-");
+  expect_chain(&fp32, "only=tiled8:tiled", "tiled8 0-1056 tiled 1057-");
+  expect_chain(&fp32, "only=grid:tiled8:tiled", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-1056 tiled 1057-");
+  expect_chain(&fp32, "skip=cluster", "rmma3_r8 0-240 rmma3_r16 241-1920 tiled 1921-8448 mma 8449-");
+  /* without rmma3: the cluster kernel's last variant over three waves */
+  expect_chain(&fp32, "skip=rmma3", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
+                                   "cluster4_r6 121-180 cluster4_r8 181-720 tiled8 721-1056 tiled 1057-8448 mma 8449-");
+  flowgen_spec bf16 = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, true);
+  expect_chain(&bf16, "skip=rmma", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
+                                   "cluster4_r6 121-180 cluster4_r8 181-480 wgmma64 481-8448 wgmma 8449-");
+  expect_chain(&bf16, "skip=wgmma64:wgmma", "cluster4_r1 0-30 rmma 31-2112 mma 2113-");
+  flowgen_spec large = spec_of(128, 512, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_chain(&large, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 tiled8 113-1056 "
+                             "gemm 1057-4224 mma 4225-");
+  expect_chain(&large, "skip=mma16:mma,tiled.blocks=4", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c4 65-224 "
+                                                         "tiled8 225-1056 gemm 1057-");
+}
+
+/* NAME=FROM:TO: the variants of NAME (a strategy, or a module such as
+ * cluster) take those batches, the others what is left to them; the
+ * edges are refused where they would leave batches to no variant. */
+static void test_ranges(void **state) {
+  (void)state;
+  flowgen_spec bf16 = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, false);
+  expect_chain(&bf16, NULL, "cluster4_r1 0-30 rmma 31-2112 mma 2113-");
+  expect_chain(&bf16, "rmma=1:2000", "rmma 0-2000 mma 2001-");
+  expect_chain(&bf16, "rmma=:100", "cluster4_r1 0-30 rmma 31-100 mma 101-");
+  expect_chain(&bf16, "cluster=:500", "cluster4_r1 0-500 rmma 501-2112 mma 2113-");
+  bf16.arch_specific = true;
+  expect_chain(&bf16, "wgmma64=1000:", "cluster4_r1 0-30 rmma 31-999 wgmma64 1000-8448 wgmma 8449-");
+  flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_chain(&fp32, "skip=rmma3,cluster4_r4=:240", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 "
+                                                    "cluster4_r4 91-240 cluster4_r8 241-720 tiled8 721-1056 "
+                                                    "tiled 1057-8448 mma 8449-");
+  expect_chain(&fp32, "only=cluster:gemm,gemm=4:", "cluster4_r1 0-3 gemm 4-");
+  expect_chain(&fp32, "rmma3_r16=:300,mma=5000:", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 "
+                                                  "cluster4_r4 91-120 cluster4_r6 121-180 cluster4_r8 181-240 "
+                                                  "rmma3_r16 241-300 tiled 301-4999 mma 5000-");
+}
+
+/* The dials a strategy module declares. */
+static void test_dials(void **state) {
+  (void)state;
+  flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  flowgen_kernel *k = plan_of(&fp32, "cluster.blocks=8");
+  const flowgen_variant *v = flowgen_kernel_variant(k, 0);
+  assert_string_equal(v->strategy, "cluster8_r1");
+  assert_int_equal(v->cluster_blocks, 8);
+  assert_int_equal(v->max_batch, 8);  /* 8 clusters of 8 at once */
+  flowgen_kernel_free(k);
+  flowgen_spec tf32 = spec_of(64, 256, FLOWGEN_PRECISION_TF32, 90, false);
+  expect_chain(&tf32, "skip=rmma_c2", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
+                                      "cluster4_r6 121-180 cluster4_r8 181-480 mma16 481-2112 mma 2113-");
+  /* 32 samples a block for both matrix-unit variants: no mma16 */
+  k = plan_of(&tf32, "skip=rmma_c2,mma.rows=32,mma.stages=2");
+  assert_null(strstr(flowgen_kernel_source(k), "_mma16("));
+  v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+  assert_int_equal(v->rows_per_block, 32);
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kStages = 2;  // tile buffers"));
+  flowgen_kernel_free(k);
+  flowgen_spec large = spec_of(128, 512, FLOWGEN_PRECISION_FP32, 90, false);
+  flowgen_kernel *two = plan_of(&large, NULL), *four = plan_of(&large, "tiled.stages=4");
+  const flowgen_variant *a = flowgen_kernel_variant(two, 3), *b = flowgen_kernel_variant(four, 3);
+  assert_string_equal(b->strategy, "tiled8c8");
+  assert_true(b->shared_bytes > a->shared_bytes);
+  flowgen_kernel_free(two);
+  flowgen_kernel_free(four);
+  k = plan_of(&large, "gemm.per_sm=2,gemm.rows=32");
+  v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 2);
+  assert_string_equal(v->strategy, "gemm");
+  assert_int_equal(v->grid_blocks_per_sm, 2);
+  assert_int_equal(v->rows_per_block, 32);
+  flowgen_kernel_free(k);
+  expect_chain(&large, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-1056 gemm 1057-4224 mma 4225-");
+  flowgen_spec ws = spec_of(64, 256, FLOWGEN_PRECISION_TF32, 90, true);
+  k = plan_of(&ws, "wgstream.blocks=1,wgstream.n=32");
+  v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+  assert_string_equal(v->strategy, "wgstream");
+  assert_int_equal(v->cluster_blocks, 1);
+  assert_int_equal(v->rows_per_block, 128);
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kNC = 32;"));
+  flowgen_kernel_free(k);
+  flowgen_spec wg = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, true);
+  k = plan_of(&wg, "wgmma.n=64");
+  assert_null(strstr(flowgen_kernel_source(k), "m64n128k16"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "m64n64k16"));
+  flowgen_kernel_free(k);
+}
+
+/* Every mistake is refused, naming what is wrong: an unknown key, dial or
+ * strategy, a value out of its set, a malformed entry, a range that leaves
+ * batches to no variant, a plan of persistent grids alone. */
+static void test_overrides_refused(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden, arch;
+    const char *tune, *message;
+  } cases[] = {
+      {64, 256, 90, "bogus=1", "tune: unknown key bogus"},
+      {64, 256, 90, "mma.bogus=1", "unknown dial mma.bogus (known: mma.chunk, mma.per_sm, mma.rows, mma.stages)"},
+      {64, 256, 90, "grid.rows=1", "unknown dial grid.rows (grid has none)"},
+      {64, 256, 90, "nope.rows=1", "unknown dial nope.rows (no strategy nope)"},
+      {64, 256, 90, "mma.rows=33", "mma.rows=33 is not one of 16, 32, 64, 128"},
+      {64, 256, 90, "mma.rows=x", "mma.rows=x is not a whole number"},
+      {64, 256, 90, "wgstream.blocks=4", "wgstream.blocks=4 is not one of 1, 2"},
+      {64, 256, 90, "only=nope", "only=nope: 'nope' is no strategy"},
+      {64, 256, 90, "skip=rmma3:", "skip=rmma3:: '' is no strategy"},
+      {64, 256, 90, "rmma", "'rmma' is not key=value"},
+      {64, 256, 90, "skip=rmma3,skip=cluster", "skip given twice"},
+      {64, 256, 90, "skip=a b", "is not key=value"},
+      {64, 256, 90, "rmma3_r16=5", "rmma3_r16=5 is not FROM:TO"},
+      {64, 256, 90, "rmma3_r16=300:200", "300 is past 200"},
+      {64, 256, 90, "cluster4_r4=500:600", "falls inside rmma3_r16's batches (241 to 1920)"},
+      {64, 256, 90, "cluster4_r1=5:", "leaves batches 1 to 4 to no variant"},
+      {64, 256, 90, "mma=:100000", "leaves the batches past 100000 to no variant"},
+      {64, 256, 90, "only=grid", "grid_b64 serves 64 samples at most"},
+      {64, 256, 90, "only=wgmma", "no strategy left"},
+      {128, 512, 90, "only=gemm", "gemm is a persistent grid, and no variant"},
+      {128, 512, 90, "gemm.per_sm=2,gemm.rows=128", "gemm.rows=128 with gemm.per_sm=2"},
+      {64, 256, 75, "tiled.stages=3", "tiled.stages=3: more than 2 from sm_80"},
+  };
+  for (size_t i = 0; i < COUNT(cases); ++i) {
+    flowgen_spec spec = spec_of(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_FP32, cases[i].arch, false);
+    flowgen_options opts = {.tune = cases[i].tune};
+    flowgen_kernel *k = NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    flowgen_status st = flowgen_generate(&spec, &opts, &k, &err);
+    if (st != FLOWGEN_UNSUPPORTED || !strstr(err.message, cases[i].message))
+      fail_msg("tune=%s: %s \"%s\", not UNSUPPORTED \"%s\"", cases[i].tune, flowgen_status_name(st), err.message,
+               cases[i].message);
+    assert_null(k);
+  }
+  /* empty entries are skipped; a strategy the plan does not have moves
+   * nothing (one override serves many shapes, as skip=) */
+  flowgen_spec spec = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_chain(&spec, ",,only=tiled8:tiled,", "tiled8 0-1056 tiled 1057-");
+  expect_chain(&spec, "only=tiled8:tiled,rmma=1:100", "tiled8 0-1056 tiled 1057-");
+}
+
+/* ---- the device (templates/device.lua) -------------------------------------- */
+
+/* A template folder whose planner sees spec.device = `device` (a Lua table
+ * constructor): the C side does not pass one yet. */
+static char *templates_with_device(const char *device) {
+  char *dir = fg_test_mkdtemp();
+  fg_test_copy_templates(dir);
+  fg_test_write_template(dir, "file.cut", "| -- the plan only (tests/test_plan.c)\n");
+  char path[FG_TEST_PATH_SIZE];
+  fg_test_path_join(path, dir, "plan.lua");
+  char *plan = fg_test_read_file(path, NULL);
+  assert_non_null(plan);
+  char *entry = strstr(plan, "\nreturn function(spec)");
+  assert_non_null(entry);  /* the planner's entry, last in the file */
+  text t = {0};
+  append(&t, "%.*s\nlocal planner = function(spec)%s\nreturn function(spec)\n  spec.device = %s\n"
+             "  return planner(spec)\nend\n", (int)(entry - plan), plan, entry + strlen("\nreturn function(spec)"),
+         device);
+  fg_test_write_file(path, t.data, t.len);
+  free(t.data);
+  free(plan);
+  return dir;
+}
+
+/* spec's plan on `device`: exactly `chain`, or refused with `message`. */
+static void expect_device(const flowgen_spec *spec, const char *device, const char *chain, const char *message) {
+  char *dir = templates_with_device(device);
+  flowgen_options opts = {.template_dir = dir};
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_status st = flowgen_generate(spec, &opts, &k, &err);
+  if (message) {
+    if (st != FLOWGEN_UNSUPPORTED || !strstr(err.message, message))
+      fail_msg("device %s: %s \"%s\", not UNSUPPORTED \"%s\"", device, flowgen_status_name(st), err.message, message);
+  } else {
+    if (st != FLOWGEN_OK) fail_msg("device %s: %s", device, err.message);
+    char *got = chain_of(k);
+    if (strcmp(got, chain) != 0) fail_msg("device %s:\n  got  %s\n  want %s", device, got, chain);
+    free(got);
+  }
+  flowgen_kernel_free(k);
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* The planner reads the GPU's figures from spec.device: an H200's where it
+ * says nothing (the golden table), fewer SMs or clusters at once move the
+ * batch ranges, no clusters leave out the strategies that need them, less
+ * shared memory shrinks the tiles; bad figures are refused. */
+static void test_device(void **state) {
+  (void)state;
+  flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_device(&fp32, "{}", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
+                             "cluster4_r6 121-180 cluster4_r8 181-240 rmma3_r16 241-1920 tiled 1921-8448 mma 8449-",
+                NULL);
+  expect_device(&fp32, "{sms = 66, clusters_at_once = {[4] = 15}}",
+                "cluster4_r1 0-15 cluster4_r2 16-30 cluster4_r3 31-45 cluster4_r4 46-60 cluster4_r6 61-90 "
+                "cluster4_r8 91-120 rmma3_r16 121-960 tiled 961-4224 mma 4225-", NULL);
+  expect_device(&fp32, "{clusters = false}", "tiled8 0-1056 tiled 1057-8448 mma 8449-", NULL);
+  flowgen_spec bf16 = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, false);
+  expect_device(&bf16, "{sms = 66}", "cluster4_r1 0-30 rmma 31-1056 mma 1057-", NULL);
+  flowgen_spec large = spec_of(1024, 4096, FLOWGEN_PRECISION_FP32, 90, false);
+  char *dir = templates_with_device("{shared_per_block = 64 * 1024}");
+  flowgen_options opts = {.template_dir = dir};
+  flowgen_kernel *k = NULL;
+  assert_int_equal(flowgen_generate(&large, &opts, &k, NULL), FLOWGEN_OK);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+    assert_true(flowgen_kernel_variant(k, i)->shared_bytes <= 64 * 1024);
+  flowgen_kernel_free(k);
+  fg_test_rmtree(dir);
+  free(dir);
+  expect_device(&fp32, "{sms = 0}", NULL, "device: sms must be a whole number from 1 to 65536, not 0");
+  expect_device(&fp32, "{sms = 1.5}", NULL, "device: sms must be a whole number");
+  expect_device(&fp32, "{clusters = 1}", NULL, "device: clusters must be true or false");
+  expect_device(&fp32, "{clusters_at_once = {[3] = 10}}", NULL, "clusters of 2, 4, 8 and 16 blocks, not 3");
+  expect_device(&fp32, "7", NULL, "device: expected a table");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_matches_golden),
+      cmocka_unit_test(test_only_and_skip),
+      cmocka_unit_test(test_ranges),
+      cmocka_unit_test(test_dials),
+      cmocka_unit_test(test_overrides_refused),
+      cmocka_unit_test(test_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

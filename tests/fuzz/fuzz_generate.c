@@ -1,7 +1,7 @@
 /* Fuzzes template rendering: a spec and options derived from the input
  * (D 1..1024, H 1..4096, S 1..10000 but mostly up to 64, a solver, a
  * precision, arch from the supported GPUs (sm_90 or sm_90a), sometimes a custom name, --tune
- * overrides and the host launcher) go to flowgen_generate.  Invariants: the shape renders or the
+ * overrides (templates/tune.lua) and the host launcher) go to flowgen_generate.  Invariants: the shape renders or the
  * planner refuses it (no template error, no limit hit); the source is
  * non-empty text holding every symbol; a second generation gives the same
  * bytes; the variants cover every batch size once with a launch
@@ -21,29 +21,26 @@ static const int nice_sizes[] = {1,  2,   3,   4,   8,   16,  24,   32,  48,
 static const int archs[] = {75, 80, 86, 89, 90};
 /* By name, so that a solver the library does not know yet stays euler. */
 static const char *const solvers[] = {"euler", "midpoint", "heun", "rk4"};
-static const char *const tune_keys[] = {"strategy", "cluster", "rows",    "clusters",
-                                        "drop",     "bogus",   "mma",     "mrows",
-                                        "mchunk",   "mstages", "mblocks", "tcluster",
-                                        "tchunk",   "tstages", "grid",    "mfrom",
-                                        "gemm",     "gfrom",   "gmt",     "gblocks",
-                                        "gstages",  "gbk",     "wgmma",   "wgn",
-                                        "wg1",      "wgpp",    "rmma",    "rmw",
-                                        "rw1",      "l2w",     "l1p",
-                                        "rcl",      "wgstream", "wsn",
-                                        "wsc",      "wsfrom",   "ws3",
-                                        "wsp",      "wspp",     "cwaves",
-                                        "fold",     "rfrom",    "wsg",
-                                        "ws1",      "r16",      "r8",
-                                        "own"};
+/* The --tune vocabulary (templates/tune.lua): only, skip, NAME=FROM:TO
+ * (strategies and modules), MODULE.DIAL, and some mistakes. */
+static const char *const tune_keys[] = {
+    "only",         "skip",        "cluster",       "rmma",        "rmma_c2",
+    "rmma3",        "rmma3_r16",   "grid",          "grid_b64",    "tiled8",
+    "tiled",        "tiled8c4",    "gemm",          "mma16",       "mma",
+    "wgmma64",      "wgmma",       "wgstream",      "wgstream3",   "cluster4_r8",
+    "cluster.blocks", "tiled.blocks", "tiled.chunk", "tiled.stages", "mma.rows",
+    "mma.chunk",    "mma.stages",  "mma.per_sm",    "gemm.per_sm", "gemm.rows",
+    "gemm.chunk",   "wgmma.n",     "wgstream.n",    "wgstream.blocks", "bogus",
+    "mma.bogus",    "tiled.",      ".rows",         "Only"};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const tune_values[] = {
-    "tiled", "cluster", "0",     "1",      "2",      "3",
-    "4",     "8",       "16",    "32",     "1:2:3",  "1:4",
-    "2:1",   "0:0",     "abc",   "1.5",    "1e3",    "0x4",
-    "layer1", "layer2", "layer3", "4294967297", "9223372036854775807", "24",
-    "64",    "128",     "5",     "9",      "73",     "2113",
-    "regs",  "smem",    "2112",  "8448",   "8449",   "euler",
-    "4:6:8", "1:2:3:4:6:8", "8:1", "30"};
+    "cluster",  "rmma",      "rmma3",      "tiled8:tiled", "grid:tiled8:tiled", "cluster:gemm",
+    "mma16:mma", "wgmma64",  "wgstream",   "0",        "1",        "2",
+    "4",        "8",         "16",         "32",       "64",       "128",
+    "1:2000",   ":500",      "4:",         "0:0",      "2:1",      ":",
+    "1000:8448", "31:",      ":30",        "9223372036854775807", "4294967297:", "abc",
+    "1.5",      "1e3",       "0x4",        "nope",     "cluster4_r1", "::",
+    "2113:",    "8449:"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The largest dynamic shared memory a block can opt in to (bytes). */

@@ -1,0 +1,95 @@
+-- gemm.lua: the gemm strategy (grid.cut with v.gemm), large batches of
+-- fp32 shapes with large weights on the matrix units (tf32x3).  The grid
+-- strategy's persistent grid takes each layer in turn as a matrix product
+-- over a chunk of up to scratch_rows samples (state and activations in the
+-- scratch area, about 32 MB of them, so they stay in L2), in output tiles
+-- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
+-- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
+-- the mma kernel's packed copies (mma.lua).
+
+local lib = import("lib")
+local grid = import("grid")
+
+local M = {name = "gemm", template = "grid.cut"}
+
+M.names = {"gemm"}
+M.dials = {
+  per_sm = {1, 2},       -- blocks a SM (2: tiles of up to 64 rows, within 128 registers)
+  rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
+  chunk = {32, 64},      -- inputs a pipeline stage
+}
+
+local BN, STAGES, THREADS = 128, 4, 256
+
+function M.rows(spec)
+  local h_stride = lib.round_up(spec.hidden, 4)
+  return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
+end
+
+-- The variant reading the weights `weights` (segments), else nil (before
+-- sm_80, or where its stages do not fit shared memory).
+function M.variant(ctx, weights)
+  local spec = ctx.spec
+  if spec.arch < 80 then return nil end
+  local D, H = spec.dim, spec.hidden
+  local rows = M.rows(spec)
+  local blocks = ctx.tune:dial(M.name, "per_sm", 1)
+  local limit = (ctx.device.shared_per_block + 1024) // blocks - 1024
+  local function stage_floats(mt, bk) return 32 * mt * (bk + 4) + bk * (BN + 8) end
+  -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
+  -- takes every register, so the kernel spills around its calls)
+  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, 32) <= limit
+  local max_mt = ctx.tune:dial(M.name, "rows", tall and 128 or 64) // 32
+  if blocks > 1 and max_mt > 2 then
+    refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
+  end
+  -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1),
+  -- the one that leaves each block the fewest rows over a full chunk (waves
+  -- of tiles x rows per tile), ties to the taller (fewer operand loads per
+  -- product).  For each chunk the kernel takes this height or half of it,
+  -- by the same measure over the chunk's rows (grid.cut, product).
+  local function block_rows(outputs, m)
+    local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + BN - 1) // BN)
+    local slots = ctx.device.sms * blocks
+    return (tiles + slots - 1) // slots * m
+  end
+  local function layer(inputs, outputs)
+    local m_tiles, m = max_mt, max_mt // 2
+    while m >= 1 do
+      if block_rows(outputs, m) < block_rows(outputs, m_tiles) then m_tiles = m end
+      m = m // 2
+    end
+    return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
+  end
+  local layers = {layer(D, H), layer(H, H), layer(H, D)}
+  local tallest = math.max(layers[1].m_tiles, layers[2].m_tiles, layers[3].m_tiles)
+  -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
+  -- fit (faster there; with taller tiles the layer takes every register
+  -- and the kernel spills around its calls).
+  local bk = ctx.tune:dial(M.name, "chunk",
+                           (tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
+  local a_floats, b_floats = 32 * tallest * (bk + 4), bk * (BN + 8)
+  -- as many stages as fit, up to 4 (3 with two blocks a SM)
+  local stages = blocks == 1 and STAGES or 3
+  while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
+  local shared = 4 * stages * (a_floats + b_floats)
+  if shared > limit then return nil end
+  return lib.variant(spec, {module = M.name, name = "gemm", template = M.template},
+                     {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
+    gemm = true,
+    scratch_rows = rows,
+    scratch_data = grid.SCRATCH_DATA,
+    layers = layers,
+    x_stride = lib.round_up(D, 4), h_stride = lib.round_up(H, 4),
+    gemm_bn = BN, gemm_bk = bk, gemm_stages = stages,
+    weights = weights,
+  })
+end
+
+-- Floats of its activations in the scratch area.
+function M.scratch(ctx)
+  local spec = ctx.spec
+  return grid.scratch_activations(ctx, M.rows(spec), lib.round_up(spec.dim, 4), lib.round_up(spec.hidden, 4), true)
+end
+
+return M

@@ -1,0 +1,92 @@
+-- grid.lua: the grid strategy (grid.cut), small batches of shapes with
+-- large weights: a persistent grid (a block a SM, launched cooperatively)
+-- takes each layer in turn, in tiles of `rows` samples x a few outputs,
+-- each block reading its tiles' weights from L2 once for its samples; the
+-- activations go through a scratch area at the end of params.  The gemm
+-- strategy (gemm.lua) shares the grid, its barrier and the scratch area.
+
+local lib = import("lib")
+
+local M = {name = "grid", template = "grid.cut"}
+
+M.names = {"grid_b1", "grid_b8", "grid_b64"}
+M.dials = {}
+
+M.ROWS = 64  -- the most samples: the scratch area holds their activations
+
+-- The scratch area: the grid barrier's counter (4 floats, at the start, so
+-- that every variant finds it in the same place), then the activations.
+M.SCRATCH_DATA = 4
+
+-- Floats of the activations of `rows` samples in the scratch area: h1 and
+-- h2 (rows of h_stride), and for multi-stage solvers ys and sums (rows of
+-- x_stride); the gemm variant keeps the state there too.
+function M.scratch_activations(ctx, rows, x_stride, h_stride, state)
+  local multi = #ctx.solver.c > 1
+  return rows * (2 * h_stride + ((multi and 2 or 0) + (state and 1 or 0)) * x_stride)
+end
+
+-- A layer's tile is as narrow as gives every SM a tile at max_batch (4
+-- outputs at least; at most 32 threads across, each reading up to
+-- max_width consecutive weights at a time, as the outputs divide).
+local function layer(ctx, inputs, outputs, row_tiles, max_width)
+  local width = outputs % 4 == 0 and 4 or outputs % 2 == 0 and 2 or 1
+  width = math.min(width, max_width)
+  local cols = 4
+  while cols < 32 * width and row_tiles * ((outputs + cols - 1) // cols) > ctx.device.sms do cols = cols * 2 end
+  width = math.min(width, cols // 4)
+  return {inputs = inputs, outputs = outputs, tile_cols = cols, cols_per_thread = width}
+end
+
+-- The variant for batches up to max_batch in tiles of `rows` samples; nil
+-- where its staging does not fit shared memory.  Within 128 registers a
+-- thread keeps 4 groups of loads of 1 or 2 weights in flight (2 in
+-- multi-stage kernels), or 1 of 4 (grid.cut): 4 weights a load from 9
+-- samples (measured faster there on an H200, 2 below).
+local function variant(ctx, rows, max_batch)
+  local spec = ctx.spec
+  local D, H = spec.dim, spec.hidden
+  local threads = 512
+  local row_tiles = (max_batch + rows - 1) // rows
+  local width = max_batch > 8 and 4 or 2
+  local layers = {layer(ctx, D, H, row_tiles, width), layer(ctx, H, H, row_tiles, width),
+                  layer(ctx, H, D, row_tiles, width)}
+  local max_cols = 0
+  for _, l in ipairs(layers) do max_cols = math.max(max_cols, l.tile_cols) end
+  local limit = ctx.device.shared_per_block
+  local chunk = math.min(1024, lib.round_up(math.max(D, H), 4))
+  local function bytes() return 4 * (rows * (chunk + 4) + threads // 32 * rows * max_cols) end
+  while chunk > 128 and bytes() > limit do chunk = chunk // 2 end
+  local shared = bytes()
+  if shared > limit then return nil end
+  return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template},
+                     {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
+    max_batch = max_batch,
+    batch_limit = M.ROWS,  -- the kernel serves no more (its scratch area)
+    scratch_rows = M.ROWS,
+    chunk = chunk,
+    max_tile_cols = max_cols,
+    layers = layers,
+    x_stride = D, h_stride = H,
+    scratch_data = M.SCRATCH_DATA,
+  })
+end
+
+function M.applies(ctx)
+  if not variant(ctx, 8, M.ROWS) then return false, "a tile's staging exceeds shared memory" end
+  return true
+end
+
+-- One sample alone (no products on rows of zeros), up to 8, up to 64.
+function M.variants(ctx)
+  return {variant(ctx, 1, 1), variant(ctx, 8, 8), variant(ctx, 8, M.ROWS)}
+end
+
+-- The scratch area (zeros when packed), for `floats` floats of
+-- activations.
+function M.segments(ctx, floats)
+  return {{name = "scratch", count = M.SCRATCH_DATA + floats, owner = M.name,
+           what = "scratch of the grid variants: the grid barrier, then activations (zeros when packed)"}}
+end
+
+return M
