@@ -279,8 +279,8 @@ local function make_plan(spec, import)
   return plan
 end
 
--- The launch configuration each variant must give, checked here so that C
--- reads plain values only.
+-- The launch configuration each variant must give (templates/launch.lua
+-- describes it), checked here so that C reads plain values only.
 local variant_fields = {
   {"strategy", "string"}, {"symbol", "string"}, {"pack_symbol", "string"},
   {"min_batch", "integer"}, {"max_batch", "integer"},
@@ -288,6 +288,8 @@ local variant_fields = {
   {"cluster_blocks", "integer"}, {"shared_bytes", "integer"},
   {"params_bytes", "integer"}, {"pack_threads", "integer"},
   {"grid_blocks_per_sm", "integer", 0},  -- optional, with its default
+  {"cooperative", "boolean", false}, {"fallback", "integer", 0},
+  {"nonportable_cluster", "boolean", false},
 }
 
 local function plain_variants(plan)
@@ -303,6 +305,7 @@ local function plain_variants(plan)
       if value == nil then value = f[3] end
       local ok = (kind == "string" and type(value) == "string")
         or (kind == "integer" and math.type(value) == "integer")
+        or (kind == "boolean" and type(value) == "boolean")
       if not ok then
         error(string.format("plan.lua: variants[%d].%s must be a%s %s, got %s",
           i, name, kind == "integer" and "n" or "", kind, type(value)), 0)

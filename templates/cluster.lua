@@ -88,7 +88,7 @@ local function layout(ctx, blocks, rows, fold)
   fold = fold and by_warp and #ctx.solver.c == 1 and 2 * own + own // lanes3 <= 160
       and static_shared + 4 * rows * 2 * blocks * (H - D) <= 48 * 1024
   return lib.variant(spec, {module = M.name, name = string.format("cluster%d_r%d", blocks, rows),
-                            template = M.template},
+                            template = M.template, reads = {"cluster"}},
                      {threads = threads, rows = rows, blocks = blocks, shared = 0}, {
     own = own,
     lanes2 = lanes2, lanes3 = lanes3,

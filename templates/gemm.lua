@@ -74,7 +74,7 @@ function M.variant(ctx, weights)
   while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
   local shared = 4 * stages * (a_floats + b_floats)
   if shared > limit then return nil end
-  return lib.variant(spec, {module = M.name, name = "gemm", template = M.template},
+  return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
     gemm = true,
     scratch_rows = rows,

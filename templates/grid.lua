@@ -59,7 +59,7 @@ local function variant(ctx, rows, max_batch)
   while chunk > 128 and bytes() > limit do chunk = chunk // 2 end
   local shared = bytes()
   if shared > limit then return nil end
-  return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template},
+  return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template, reads = {"grid"}},
                      {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
     max_batch = max_batch,
     batch_limit = M.ROWS,  -- the kernel serves no more (its scratch area)

@@ -34,14 +34,17 @@ end
 -- A variant: the fields every variant gives the runtime and the host
 -- launcher (see launch.lua; the planner adds the batch range, params_bytes
 -- and the cooperative launch's fallback), plus its template's own in
--- `extra`.  what: {module, name, template}; launch: {threads, rows, blocks
--- (a cluster), shared (bytes), per_sm (a persistent grid's blocks a SM)}.
+-- `extra`.  what: {module, name, template, reads (the owners of the
+-- packed copies it reads besides the model's segments: params.lua)};
+-- launch: {threads, rows, blocks (a cluster), shared (bytes), per_sm (a
+-- persistent grid's blocks a SM)}.
 function M.variant(spec, what, launch, extra)
   local v = {
     strategy = what.name,
     module = what.module,
     namespace = what.name,
     template = what.template,
+    reads = what.reads or {},
     symbol = spec.symbol .. "_" .. what.name,
     pack_symbol = spec.symbol .. "_pack",
     min_batch = 0, max_batch = -1,

@@ -79,7 +79,8 @@ function M.variant(ctx, kind, max_rows, suffix)
     for _, chunk in ipairs(choices("chunk", es == 2 and {64, 32, 16} or {32, 16})) do
       for _, stages in ipairs(choices("stages", {4, 3, 2})) do
         if bytes(rows, chunk, stages) <= limit then
-          return lib.variant(spec, {module = M.name, name = "mma" .. suffix, template = M.template},
+          return lib.variant(spec, {module = M.name, name = "mma" .. suffix, template = M.template,
+                                    reads = {"mma"}},
                              {threads = 32 * warps_n, rows = rows, blocks = 1,
                               shared = bytes(rows, chunk, stages)}, {
             mma = kind,

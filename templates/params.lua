@@ -31,7 +31,10 @@ end
 
 -- The layout: the model's segments, then copies[owner] (lists of
 -- segments) in ORDER; returns the segments with their float offsets, and
--- the buffer's floats.
+-- the buffer's floats.  The plan packs once for all its variants (the
+-- runtime's sampler serves every batch); the layout of some variants
+-- alone (a file for one batch) is this over the copies they read (each
+-- variant's `reads`; a cluster variant's own thread-major copy).
 function M.layout(spec, copies)
   local segments = M.model(spec)
   for _, owner in ipairs(M.ORDER) do

@@ -114,7 +114,8 @@ function M.clusters_before(ctx, l)
 end
 
 function M.variant(ctx, l)
-  return lib.variant(ctx.spec, {module = l.module or M.name, name = l.name, template = l.template or M.template},
+  return lib.variant(ctx.spec, {module = l.module or M.name, name = l.name, template = l.template or M.template,
+                                reads = {"rmma"}},
                      {threads = l.threads, rows = l.rows or ROWS, blocks = l.cluster, shared = l.shared},
                      {dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, warp_tiles = l.warp_tiles,
                       w1_regs = l.w1_regs})

@@ -43,7 +43,7 @@ function M.variant(ctx, groups)
   -- of the rest spill some shapes), else 64.
   local n = ctx.tune:dial(M.name, "n", (Hp <= 128 or Hp % 128 == 0) and 128 or 64)
   return lib.variant(ctx.spec, {module = M.name, name = groups == 2 and "wgmma" or "wgmma" .. ROWS * groups,
-                                template = M.template},
+                                template = M.template, reads = {"wgmma"}},
                      {threads = 128 * groups, rows = ROWS * groups, blocks = 1, shared = shared}, {
     dim_pad = Dp, hidden_pad = Hp, groups = groups, n_chunk = n,
   })
