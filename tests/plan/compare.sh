@@ -4,12 +4,15 @@
 # every refusal identical, and every source identical unless its
 # difference is one of the reviewed kinds.  Differing sources are grouped by
 # the text of their difference (line numbers aside), so that each kind of
-# difference is read once: `compare.sh -v` prints each group's diff.
+# difference is read once: `compare.sh -v` prints each group's diff.  A
+# source that is the same once its // comments and blank lines are removed
+# differs in comments only: the same code (the same SASS), listed as such.
 #
 # usage: sh tests/plan/compare.sh [-v] BEFORE AFTER
 # AFTER may hold a part of the grid (snapshot.sh's SNAPSHOT_FILTER).
-# exit status: 0 all identical; 1 a describe or refusal differs, or AFTER
-# has a spec BEFORE lacks; 3 only sources differ (review the groups).
+# exit status: 0 all identical but for comments; 1 a describe or refusal
+# differs, or AFTER has a spec BEFORE lacks; 3 the code of some sources
+# differs (review the groups).
 set -eu
 verbose=0
 if [ "${1:-}" = -v ]; then verbose=1; shift; fi
@@ -31,7 +34,9 @@ if [ "$new" -ne 0 ]; then
   status=1
 fi
 
-describe_diff=0 refusal_diff=0 source_same=0 source_diff=0
+describe_diff=0 refusal_diff=0 source_same=0 source_diff=0 comments_only=0
+# the code of a source: no // comments, no blank lines
+code() { sed -e 's|[[:space:]]*//.*$||' -e '/^[[:space:]]*$/d' "$1"; }
 : > "$tmp/groups"
 for id in $(comm -12 "$tmp/ids.before" "$tmp/ids.after"); do
   if [ -f "$before/$id.err" ] || [ -f "$after/$id.err" ]; then
@@ -52,20 +57,26 @@ for id in $(comm -12 "$tmp/ids.before" "$tmp/ids.after"); do
   if cmp -s "$before/$id.cu" "$after/$id.cu"; then
     source_same=$((source_same + 1))
   else
-    source_diff=$((source_diff + 1))
+    code "$before/$id.cu" > "$tmp/a.cu"
+    code "$after/$id.cu" > "$tmp/b.cu"
+    if cmp -s "$tmp/a.cu" "$tmp/b.cu"; then
+      comments_only=$((comments_only + 1)) kind=comments
+    else
+      source_diff=$((source_diff + 1)) kind=code
+    fi
     # the difference without its line numbers: one key per kind of change
     key=$(diff "$before/$id.cu" "$after/$id.cu" | sed 's/^[0-9][0-9,]*[acd][0-9,]*$/@/' | md5sum | cut -c1-12)
-    echo "$key $id" >> "$tmp/groups"
+    echo "$key $id $kind" >> "$tmp/groups"
   fi
 done
 
 echo "describe: $describe_diff differ; refusals: $refusal_diff differ"
-echo "source: $source_same identical, $source_diff differ"
-if [ "$source_diff" -gt 0 ]; then
-  echo "kinds of source difference (specs, one of them):"
-  sort "$tmp/groups" | awk '{n[$1]++; if (!($1 in ex)) ex[$1] = $2} END {for (k in n) print n[k], k, ex[k]}' |
-    sort -rn | while read -r n key id; do
-      echo "  $n  $key  $id"
+echo "source: $source_same identical, $comments_only differ in comments only, $source_diff in code"
+if [ -s "$tmp/groups" ]; then
+  echo "kinds of source difference (specs, key, one of them, what differs):"
+  sort "$tmp/groups" | awk '{n[$1]++; if (!($1 in ex)) {ex[$1] = $2; kind[$1] = $3}} END {for (k in n) print n[k], k, ex[k], kind[k]}' |
+    sort -rn | while read -r n key id kind; do
+      echo "  $n  $key  $id  $kind"
       if [ $verbose -eq 1 ]; then diff "$before/$id.cu" "$after/$id.cu" | head -60 | sed 's/^/      /'; fi
     done
 fi
