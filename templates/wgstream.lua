@@ -105,11 +105,11 @@ end
 
 function M.variant(ctx, l)
   return lib.variant(ctx.spec, {module = M.name, name = l.split and "wgstream3" or "wgstream",
-                                template = l.split and "wgstream3.cut" or "wgstream.cut", reads = {"wgstream"}},
+                                template = M.template, reads = {"wgstream"}},
                      {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
                       blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk, w1_k = l.w1_k,
-    pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, pipelined = l.pipelined,
+    pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, split = l.split,
     stagger = l.stagger,
   })
 end
