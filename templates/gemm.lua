@@ -10,7 +10,7 @@
 local lib = import("lib")
 local grid = import("grid")
 
-local M = {name = "gemm", template = "grid.cut"}
+local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
 M.names = {"gemm"}
 M.dials = {
