@@ -8,15 +8,29 @@
 # source that is the same once its // comments and blank lines are removed
 # differs in comments only: the same code (the same SASS), listed as such.
 #
-# usage: sh tests/plan/compare.sh [-v] BEFORE AFTER
+# -c compiles one source of each kind, before and after, to a cubin with
+# nvcc (no GPU needed) and says whether the two are the same bytes: the
+# proof that a difference moves no instruction.  nvcc, not flowgen --emit:
+# NVRTC's parallel compile gives cubins that vary from run to run for one
+# source.  A cubin, not PTX: NVVM numbers PTX's virtual registers
+# differently when only comments move (the same cubin from both).
+#
+# usage: sh tests/plan/compare.sh [-v] [-c] BEFORE AFTER
 # AFTER may hold a part of the grid (snapshot.sh's SNAPSHOT_FILTER).
 # exit status: 0 all identical but for comments; 1 a describe or refusal
 # differs, or AFTER has a spec BEFORE lacks; 3 the code of some sources
 # differs (review the groups).
 set -eu
-verbose=0
-if [ "${1:-}" = -v ]; then verbose=1; shift; fi
-[ $# -eq 2 ] || { echo "usage: sh tests/plan/compare.sh [-v] BEFORE AFTER" >&2; exit 2; }
+verbose=0 cubin=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    -v) verbose=1 ;;
+    -c) cubin=1 ;;
+    *) break ;;
+  esac
+  shift
+done
+[ $# -eq 2 ] || { echo "usage: sh tests/plan/compare.sh [-v] [-c] BEFORE AFTER" >&2; exit 2; }
 before=$1 after=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -76,7 +90,16 @@ if [ -s "$tmp/groups" ]; then
   echo "kinds of source difference (specs, key, one of them, what differs):"
   sort "$tmp/groups" | awk '{n[$1]++; if (!($1 in ex)) {ex[$1] = $2; kind[$1] = $3}} END {for (k in n) print n[k], k, ex[k], kind[k]}' |
     sort -rn | while read -r n key id kind; do
-      echo "  $n  $key  $id  $kind"
+      same=
+      if [ $cubin -eq 1 ]; then
+        arch=$(echo "$id" | sed -E 's/.*_(sm_[0-9]+a?)(_hl)?$/\1/')
+        same="  cubin: failed"
+        if nvcc -cubin -std=c++17 -arch="$arch" -o "$tmp/a.cubin" "$before/$id.cu" 2> "$tmp/nvcc.log" &&
+            nvcc -cubin -std=c++17 -arch="$arch" -o "$tmp/b.cubin" "$after/$id.cu" 2>> "$tmp/nvcc.log"; then
+          if cmp -s "$tmp/a.cubin" "$tmp/b.cubin"; then same="  cubin: same"; else same="  cubin: DIFFERS"; fi
+        fi
+      fi
+      echo "  $n  $key  $id  $kind$same"
       if [ $verbose -eq 1 ]; then diff "$before/$id.cu" "$after/$id.cu" | head -60 | sed 's/^/      /'; fi
     done
 fi
