@@ -14,22 +14,38 @@ SONAME   := libflowgen.so.$(firstword $(subst ., ,$(VERSION)))
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-missing-field-initializers
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) \
-            -fPIC -Iinclude -Igen -Iruntime \
+BASE_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) \
+            -fPIC -Iinclude \
             -I$(CUDA_HOME)/include $(shell pkg-config --cflags lua5.4) \
             $(CFLAGS) $(SANITIZE)
+# Layers: the generator (gen/), the runtime on it (runtime/), the command
+# line on both (cli/).  Each layer sees only its own headers and those
+# below it, so that an include upward does not compile (`make
+# check-layers` also keeps gen/ off the runtime's public header).  Tests
+# and bench programs see every layer.
+LAYER_INCLUDES_gen     := -Igen
+LAYER_INCLUDES_runtime := -Igen -Iruntime
+LAYER_INCLUDES_cli     := -Igen -Iruntime -Icli
+ALL_CFLAGS := $(BASE_CFLAGS) -Igen -Iruntime -Icli
 # Lua and jansson are linked statically: the binaries run where neither is
 # installed.  The CUDA driver and NVRTC are opened at run time (dlopen).
-STATIC_LIBS := -Wl,-Bstatic -llua5.4 -ljansson -lpng16 -lz -Wl,-Bdynamic
+# libpng and zlib serve the CLI's pictures only: the library does not link
+# them.
+STATIC_LIBS := -Wl,-Bstatic -llua5.4 -ljansson -Wl,-Bdynamic
 LDLIBS   := $(STATIC_LIBS) -ldl -lm -lpthread
+CLI_LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic
 LDFLAGS  ?=
 ALL_LDFLAGS := $(LDFLAGS) $(SANITIZE)
 
-CLI_SRC  := gen/main.c $(wildcard gen/cli_*.c)
-GEN_SRC  := $(filter-out $(CLI_SRC) gen/embed.c,$(wildcard gen/*.c))
+GEN_SRC  := $(wildcard gen/*.c)
 RT_SRC   := $(wildcard runtime/*.c)
+CLI_SRC  := $(wildcard cli/*.c)
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(GEN_SRC) $(RT_SRC)) \
             $(BUILD)/obj/templates.o $(BUILD)/obj/models.o
+# The CLI's objects but main, for the tests and fuzz targets that call the
+# CLI's code (an archive internal to the build, never installed).
+CLI_LIB  := $(BUILD)/libflowgen-cli.a
+CLI_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out cli/main.c,$(CLI_SRC)))
 MODELS   := examples/digits/digits_d64_h256.safetensors
 TEMPLATES := $(sort $(wildcard templates/*.lua templates/*.cut))
 ENGINE   := gen/engine.lua
@@ -38,7 +54,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu bench probe launcher-bench demo deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu check-layers bench probe launcher-bench demo deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -81,12 +97,27 @@ help:
 lib: $(BUILD)/libflowgen.a $(BUILD)/libflowgen.so
 cli: $(BUILD)/flowgen
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h gen/*.h runtime/*.h tests/*.h tests/fuzz/*.h bench/*.h)
+HEADERS := $(wildcard include/*.h gen/*.h runtime/*.h cli/*.h)
+
+define layer_rule
+$$(BUILD)/obj/$(1)/%.o: $(1)/%.c $$(HEADERS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASE_CFLAGS) $$(LAYER_INCLUDES_$(1)) -c $$< -o $$@
+endef
+$(foreach layer,gen runtime cli,$(eval $(call layer_rule,$(layer))))
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/*.h tests/fuzz/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# gen/ must not include the runtime's public header either (include/ is
+# every layer's).
+check-layers:
+	@! grep -n '#include *"flowrt.h"' gen/*.c gen/*.h || \
+	  { echo "check-layers: gen/ includes the runtime's header" >&2; exit 1; }
+
 # Templates are compiled into the library; --template-dir overrides them.
-$(BUILD)/embed: gen/embed.c
+$(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) -O1 $< -o $@
 
@@ -102,25 +133,25 @@ $(BUILD)/models.c: $(BUILD)/embed $(MODELS)
 
 $(BUILD)/obj/models.o: $(BUILD)/models.c gen/internal.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(LAYER_INCLUDES_gen) -c $< -o $@
 
 $(BUILD)/obj/templates.o: $(BUILD)/templates.c gen/internal.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(LAYER_INCLUDES_gen) -c $< -o $@
 
 $(BUILD)/libflowgen.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-# The shared library names Lua, jansson and libpng as NEEDED: Debian's
-# archives of them cannot go into a shared object (built as PIE: their
-# references to stdin/stdout/stderr are R_X86_64_PC32, refused by ld), so
-# `cc prog.c -lflowgen` needs nothing else at link time and the runtime
-# packages (liblua5.4-0, libjansson4, libpng16-16) at run time.  It exports
+# The shared library names Lua and jansson as NEEDED: Debian's archives of
+# them cannot go into a shared object (built as PIE: their references to
+# stdin/stdout/stderr are R_X86_64_PC32, refused by ld), so `cc prog.c
+# -lflowgen` needs nothing else at link time and the runtime packages
+# (liblua5.4-0, libjansson4) at run time.  It exports
 # only the API of include/ (libflowgen.map): the library's internals stay
 # local.  -z defs: nothing left unresolved (not with the sanitizers, whose
 # runtime the program brings).
-SHARED_LIBS := -Wl,--as-needed -llua5.4 -ljansson -lpng16 -ldl -lm -lpthread -Wl,--no-as-needed
+SHARED_LIBS := -Wl,--as-needed -llua5.4 -ljansson -ldl -lm -lpthread -Wl,--no-as-needed
 $(BUILD)/libflowgen.so.$(VERSION): $(LIB_OBJ) libflowgen.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=libflowgen.map \
 	  $(if $(SANITIZE),,-Wl,-z,defs) $(ALL_LDFLAGS) $(LIB_OBJ) $(SHARED_LIBS) -o $@
@@ -129,8 +160,12 @@ $(BUILD)/libflowgen.so: $(BUILD)/libflowgen.so.$(VERSION)
 	ln -sf libflowgen.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-$(BUILD)/flowgen: $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(BUILD)/libflowgen.a
-	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
+$(CLI_LIB): $(CLI_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/flowgen: $(BUILD)/obj/cli/main.o $(CLI_LIB) $(BUILD)/libflowgen.a
+	$(CC) $(ALL_LDFLAGS) $^ $(CLI_LDLIBS) $(LDLIBS) -o $@
 
 $(BUILD)/bench: $(BUILD)/obj/bench/bench.o $(BUILD)/libflowgen.a
 	$(CC) $(ALL_LDFLAGS) $^ $(LDLIBS) -o $@
@@ -169,7 +204,7 @@ launcher-bench: $(BUILD)/libflowgen.a
 	  -DFLOWGEN_FILE='"$(notdir $(LAUNCHER))"' -DFLOWGEN_NAME=$(LAUNCHER_NAME) \
 	  -DFLOWGEN_SOURCE='"$(abspath $(LAUNCHER_OUT).source)"' \
 	  $(if $(STAMPS),-DFLOWGEN_STAMPS) -o $(LAUNCHER_OUT) bench/launcher_bench.cu $(BUILD)/libflowgen.a \
-	  -Xlinker -Bstatic -llua5.4 -ljansson -lpng16 -lz -Xlinker -Bdynamic -ldl -lm -lpthread
+	  -Xlinker -Bstatic -llua5.4 -ljansson -Xlinker -Bdynamic -ldl -lm -lpthread
 
 # Every strategy once, small, for compute-sanitizer (bench/device_round.sh).
 $(BUILD)/sanitize: $(BUILD)/obj/bench/sanitize.o $(BUILD)/libflowgen.a
@@ -190,28 +225,33 @@ $(BUILD)/tests/libcmocka.so.0:
 	cp -L $(CMOCKA_SO) $@
 
 # A test can ask for -Wl,--wrap mocks by listing symbols in tests/<name>.wrap.
+# The tests of the CLI's own code (.npy, pictures, output files, sample)
+# link its archive too.
+CLI_TESTS := test_alloc_faults test_cli_runtime test_digits test_npy test_output
+$(foreach t,$(CLI_TESTS),$(eval $(BUILD)/tests/$(t): $(CLI_LIB)))
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(BUILD)/libflowgen.a | $(BUILD)/tests/libcmocka.so.0
 	$(CC) $(ALL_LDFLAGS) $(foreach s,$(shell cat tests/$*.wrap 2>/dev/null),-Wl,--wrap=$(s)) \
-	  $^ -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
+	  $(filter %.o,$^) $(filter $(CLI_LIB),$^) $(BUILD)/libflowgen.a \
+	  -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' \
+	  $(if $(filter $(CLI_LIB),$^),$(CLI_LDLIBS)) $(LDLIBS) -o $@
 
-tests: $(TESTS) $(BUILD)/flowgen
+tests: check-layers $(TESTS) $(BUILD)/flowgen
 
 # The fuzz targets' inputs that once failed, replayed through the targets'
 # own entry points (compiled without libFuzzer, each under its own name).
-# The targets get the CLI's argument parsing and `flowgen sample` (fuzz_cli
-# and fuzz_sample call them).
+# The targets get the CLI's archive (fuzz_cli, fuzz_sample, fuzz_npy and
+# fuzz_png call its code).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CLI_OBJ := $(BUILD)/obj/gen/cli_args.o $(BUILD)/obj/gen/cli_sample.o
-FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz-replay/%.o,$(FUZZ_SRC)) \
-                   $(FUZZ_CLI_OBJ)
+FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz-replay/%.o,$(FUZZ_SRC))
 
-$(BUILD)/obj/tests/fuzz-replay/%.o: tests/fuzz/%.c tests/fuzz/fuzz.h $(wildcard include/*.h gen/*.h runtime/*.h)
+$(BUILD)/obj/tests/fuzz-replay/%.o: tests/fuzz/%.c tests/fuzz/fuzz.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DLLVMFuzzerTestOneInput=$*_one_input -c $< -o $@
 
 $(BUILD)/tests/test_fuzz_regressions: $(BUILD)/obj/tests/test_fuzz_regressions.o \
-    $(FUZZ_REPLAY_OBJ) $(TEST_SUPPORT) $(BUILD)/libflowgen.a | $(BUILD)/tests/libcmocka.so.0
-	$(CC) $(ALL_LDFLAGS) $^ -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
+    $(FUZZ_REPLAY_OBJ) $(TEST_SUPPORT) $(CLI_LIB) $(BUILD)/libflowgen.a | $(BUILD)/tests/libcmocka.so.0
+	$(CC) $(ALL_LDFLAGS) $^ -L$(BUILD)/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' \
+	  $(CLI_LDLIBS) $(LDLIBS) -o $@
 
 test: tests
 	@FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) FLOWGEN_SOURCE_DIR=$(CURDIR) \
@@ -273,9 +313,9 @@ fuzz-build:
 
 fuzz-targets: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_CLI_OBJ) $(BUILD)/libflowgen.a
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(CLI_LIB) $(BUILD)/libflowgen.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer $^ $(CLI_LDLIBS) $(LDLIBS) -o $@
 
 fuzz_run = mkdir -p $(FUZZ_BUILD)/corpus/$(1) $(FUZZ_BUILD)/crashes/$(1) && \
   echo "fuzz: $(1), $(FUZZ_SECONDS) s" && \

@@ -87,6 +87,10 @@ static void assert_contains(const char *text, const char *needle) {
   if (!strstr(text, needle)) fail_msg("'%s' not found in:\n%s", needle, text);
 }
 
+static void assert_lacks(const char *text, const char *needle) {
+  if (strstr(text, needle)) fail_msg("'%s' found in:\n%s", needle, text);
+}
+
 /* Exactly one line, "PROGRAM: ...\n". */
 static void assert_one_line(const char *text, const char *program) {
   size_t n = strlen(program);
@@ -404,6 +408,23 @@ static void test_installed_pkg_config_links(void **state) {
   format(command, sizeof command, "readelf -d '%s/lib/libflowgen.so.%s'", prefix, FLOWGEN_VERSION);
   out = run_ok(command);
   assert_contains(out, "Library soname: [libflowgen.so.0]");
+  assert_contains(out, "Shared library: [libjansson.so.4]");
+  /* The pictures and .npy files are the CLI's: the library has neither
+   * their code nor libpng, in either form. */
+  assert_lacks(out, "libpng");
+  assert_lacks(out, "libz");
+  free(out);
+  format(command, sizeof command,
+         "nm --defined-only '%s/lib/libflowgen.a' | grep -E ' (fg_cli_|fg_npy_|fg_png_|fg_write_file)' ; "
+         "nm --undefined-only '%s/lib/libflowgen.a' | grep -E ' (png_|deflate)' ; "
+         "PKG_CONFIG_PATH='%s/lib/pkgconfig' pkg-config --libs --static flowgen",
+         prefix, prefix, prefix);
+  out = run_ok(command);
+  assert_lacks(out, "fg_");
+  assert_lacks(out, "png");
+  assert_lacks(out, "-lz");
+  assert_contains(out, "-lflowgen");
+  assert_contains(out, "-ljansson");
   free(out);
   format(command, sizeof command,
          "nm -D --defined-only '%s/lib/libflowgen.so' | awk '{print $3}'", prefix);

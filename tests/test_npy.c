@@ -1,4 +1,4 @@
-/* .npy reading and writing (runtime/npy.c): round trips, files written by
+/* .npy reading and writing (cli/npy.c): round trips, files written by
  * numpy (tests/data/make_npy.py), hostile headers, atomic writes. */
 #include "support.h"
 

@@ -11,7 +11,7 @@
 #define _GNU_SOURCE /* posix_openpt, AT_EMPTY_PATH */
 #include "support.h"
 
-#include "internal.h"
+#include "fileio.h"
 #include "npy.h"
 #include "png_grid.h"
 

@@ -4,6 +4,8 @@
  * is allocated; the picture is rendered a row at a time. */
 #include "png_grid.h"
 
+#include "fileio.h"
+
 #include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>

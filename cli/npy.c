@@ -2,6 +2,8 @@
  * 3.0), a Python dict literal {'descr', 'fortran_order', 'shape'}, the data. */
 #include "npy.h"
 
+#include "fileio.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Reading a whole file, and writing output files so that they appear whole
  * or not at all: alone, or as a set (all of them or none). */
 #define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
-#include "internal.h"
+#include "fileio.h"
 
 #include <dirent.h>
 #include <errno.h>

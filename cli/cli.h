@@ -2,8 +2,8 @@
 #ifndef FLOWGEN_CLI_H
 #define FLOWGEN_CLI_H
 
+#include "fileio.h"
 #include "flowrt.h"
-#include "internal.h"
 
 #include <stdio.h>
 
