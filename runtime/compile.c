@@ -1,7 +1,7 @@
 /* Compiling generated source with NVRTC (no GPU needed). */
+#include "compile.h"
+
 #include "cuda_api.h"
-#include "flowrt.h"
-#include "module_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
