@@ -47,7 +47,7 @@ static void warn_of(flowrt_warn_fn warn, void *ctx, const char *what,
   warn(ctx, line);
 }
 
-flowgen_status fg_module_obtain(const char *dir, bool skip_lookup,
+flowgen_status fg_module_obtain(const char *dir, unsigned flags,
                                 const char *source,
                                 size_t size, const char *name, int arch,
                                 flowrt_target target, flowrt_warn_fn warn,
@@ -59,7 +59,7 @@ flowgen_status fg_module_obtain(const char *dir, bool skip_lookup,
   char *key = fg_module_key(source, size, arch, target, nvrtc->version);
   if (!key) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   flowgen_error disk_err;
-  if (dir && !skip_lookup) {
+  if (dir && !(flags & FG_MODULE_SKIP_LOOKUP)) {
     fg_cache_result found = FG_CACHE_MISS;
     if (fg_cache_get(dir, key, &found, &out->data, &out->size, &disk_err))
       warn_of(warn, warn_ctx, "module cache", &disk_err);
@@ -75,8 +75,47 @@ flowgen_status fg_module_obtain(const char *dir, bool skip_lookup,
   flowgen_status st = flowrt_compile(source, size, name, arch, target, false,
                                      &out->data, &out->size, NULL, err);
   out->compile_ms = fg_now_ms() - t0;
-  if (!st && dir && fg_cache_put(dir, key, out->data, out->size, &disk_err))
-    warn_of(warn, warn_ctx, "module cache", &disk_err);
+  if (!st && dir && fg_cache_put(dir, key, out->data, out->size, &disk_err)) {
+    if (flags & FG_MODULE_MUST_STORE) {
+      if (err) *err = disk_err;
+      st = disk_err.status;
+      free(out->data);
+      out->data = NULL;
+      out->size = 0;
+    } else {
+      warn_of(warn, warn_ctx, "module cache", &disk_err);
+    }
+  }
   free(key);
+  return st;
+}
+
+/* ---- flowgen cache warm -------------------------------------------------- */
+
+flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
+                                 const char *template_dir, bool *was_cached,
+                                 flowgen_error *err) {
+  char path[FG_PATH_MAX];
+  flowgen_status st = fg_cache_resolve_dir(dir, path, sizeof path, err);
+  if (!st) st = fg_cache_open(path, fg_cache_trust_any_from_env(), err);
+  if (st) return st;
+  if (!fg_nvrtc(err)) return err ? err->status : FLOWGEN_NO_NVRTC;
+  flowgen_spec resolved = *spec;  /* as a sampler of this arch resolves it */
+  resolved.arch_specific = fg_arch_specific(resolved.arch);
+  flowgen_options gen_opts = {.template_dir = template_dir};
+  flowgen_kernel *k = NULL;
+  if ((st = flowgen_generate(&resolved, &gen_opts, &k, err))) return st;
+  char name[FLOWGEN_NAME_MAX + 80];
+  flowgen_spec_symbol(&resolved, name, sizeof name - 4);
+  strcat(name, ".cu");
+  /* The samplers' path: an unreadable entry is a miss, rebuilt and
+   * replaced; but the store is what was asked for. */
+  fg_module_image image;
+  st = fg_module_obtain(path, FG_MODULE_MUST_STORE, flowgen_kernel_source(k),
+                        flowgen_kernel_source_size(k), name, resolved.arch,
+                        FLOWRT_TARGET_CUBIN, NULL, NULL, &image, err);
+  if (!st && was_cached) *was_cached = image.disk_hit;
+  free(image.data);
+  flowgen_kernel_free(k);
   return st;
 }

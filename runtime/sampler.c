@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FG_PATH_MAX 4096
-
 /* One loaded module, shared by the samplers of one spec.  Looked up by the
  * spec first (a hit skips generation: microseconds), then by source key. */
 typedef struct fg_module {
@@ -215,10 +213,10 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
   flowgen_spec_symbol(&m->spec, name, sizeof name - 4);
   strcat(name, ".cu");
   const char *dir = rt->disk_cache ? rt->cache_dir : NULL;
-  bool skip_lookup = false;
+  unsigned flags = 0;
   for (int attempt = 0;; ++attempt) {
     fg_module_image image;
-    flowgen_status st = fg_module_obtain(dir, skip_lookup, src, size, name,
+    flowgen_status st = fg_module_obtain(dir, flags, src, size, name,
                                          rt->compile_arch, rt->target, rt->warn,
                                          rt->warn_ctx, &image, err);
     if (st) return st;
@@ -229,7 +227,7 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
     stats->load_ms += fg_now_ms() - t0;
     free(image.data);
     if (!st || !image.disk_hit || attempt > 0) return st;
-    skip_lookup = true; /* the cached image was unusable: compile, replace it */
+    flags = FG_MODULE_SKIP_LOOKUP; /* the cached image was unusable: compile, replace it */
   }
 }
 
@@ -460,47 +458,5 @@ flowgen_status flowrt_sample_host(flowrt_sampler *s, const float *x0, float *x,
   if (!st) st = FG_CU(err, rt->cu->cuMemcpyDtoH(x, buf, bytes));
   if (buf) rt->cu->cuMemFree(buf);
   pop_ctx(rt);
-  return st;
-}
-
-/* ---- flowgen cache warm -------------------------------------------------- */
-
-flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
-                                 const char *template_dir, bool *was_cached,
-                                 flowgen_error *err) {
-  char path[FG_PATH_MAX];
-  flowgen_status st = fg_cache_resolve_dir(dir, path, sizeof path, err);
-  if (!st) st = fg_cache_open(path, fg_cache_trust_any_from_env(), err);
-  if (st) return st;
-  const fg_nvrtc_api *nvrtc = fg_nvrtc(err);
-  if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;
-  flowgen_kernel *k = NULL;
-  flowgen_options gen_opts = {.template_dir = template_dir};
-  flowgen_spec resolved = *spec;  /* as a sampler of this arch resolves it */
-  resolve_arch_specific(&resolved);
-  spec = &resolved;
-  if ((st = flowgen_generate(spec, &gen_opts, &k, err))) return st;
-  const char *src = flowgen_kernel_source(k);
-  size_t size = flowgen_kernel_source_size(k);
-  char *key = fg_module_key(src, size, spec->arch, FLOWRT_TARGET_CUBIN, nvrtc->version);
-  fg_cache_result found = FG_CACHE_MISS;
-  void *image = NULL;
-  size_t image_size = 0;
-  if (!key) st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  /* An unreadable entry counts as a miss: it is rebuilt and replaced. */
-  if (!st && fg_cache_get(path, key, &found, &image, &image_size, NULL))
-    found = FG_CACHE_MISS;
-  if (!st && found != FG_CACHE_HIT) {
-    char name[FLOWGEN_NAME_MAX + 80];
-    flowgen_spec_symbol(spec, name, sizeof name - 4);
-    strcat(name, ".cu");
-    st = flowrt_compile(src, size, name, spec->arch, FLOWRT_TARGET_CUBIN, false,
-                        &image, &image_size, NULL, err);
-    if (!st) st = fg_cache_put(path, key, image, image_size, err);
-  }
-  if (!st && was_cached) *was_cached = found == FG_CACHE_HIT;
-  free(image);
-  free(key);
-  flowgen_kernel_free(k);
   return st;
 }

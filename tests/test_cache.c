@@ -1262,7 +1262,7 @@ static bool obtain(const char *dir, warnings *w) {
   memset(w, 0, sizeof *w);
   fg_module_image image;
   flowgen_error err;
-  flowgen_status st = fg_module_obtain(dir, false, tiny_source, sizeof tiny_source - 1,
+  flowgen_status st = fg_module_obtain(dir, 0, tiny_source, sizeof tiny_source - 1,
                                        "tiny.cu", 90, FLOWRT_TARGET_CUBIN, collect_warning,
                                        w, &image, &err);
   if (st) fail_msg("fg_module_obtain: %s", err.message);
@@ -1312,7 +1312,7 @@ static void test_runtime_warns_and_goes_on(void **state) {
 
   /* The entry's name taken by a folder: invalid, then the rename fails. */
   fg_module_image probe;
-  assert_int_equal(fg_module_obtain(NULL, false, tiny_source, sizeof tiny_source - 1,
+  assert_int_equal(fg_module_obtain(NULL, 0, tiny_source, sizeof tiny_source - 1,
                                     "tiny.cu", 90, FLOWRT_TARGET_CUBIN, NULL, NULL, &probe,
                                     NULL),
                    FLOWGEN_OK);
@@ -1415,7 +1415,7 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
   assert_false(on);
   assert_int_equal(w.count, 1);
   fg_module_image image;
-  assert_int_equal(fg_module_obtain(on ? buf : NULL, false, tiny_source,
+  assert_int_equal(fg_module_obtain(on ? buf : NULL, 0, tiny_source,
                                     sizeof tiny_source - 1, "tiny.cu", 90,
                                     FLOWRT_TARGET_CUBIN, NULL, NULL, &image, NULL),
                    FLOWGEN_OK);
@@ -1432,7 +1432,7 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
 
   /* Opted in, the plant is taken. */
   assert_true(fg_cache_setup(cache, 1, true, buf, sizeof buf, NULL, NULL));
-  assert_int_equal(fg_module_obtain(buf, false, tiny_source, sizeof tiny_source - 1,
+  assert_int_equal(fg_module_obtain(buf, 0, tiny_source, sizeof tiny_source - 1,
                                     "tiny.cu", 90, FLOWRT_TARGET_CUBIN, NULL, NULL, &image,
                                     NULL),
                    FLOWGEN_OK);
