@@ -11,7 +11,9 @@
  *
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] [--shapes D,H,S;...]
  *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
- *              [--no-startup] [--no-baseline]
+ *              [--no-startup] [--no-baseline] [--tune K=V,...]
+ * --tune: planner overrides for every sampler (docs/tuning.md), as
+ * flowrt_options.tune; recorded in the JSON.
  */
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -324,6 +326,7 @@ typedef struct options {
   int precision_count;
   bool no_startup;
   bool no_baseline;
+  const char *tune;  /* NULL: the plan as it is */
 } options;
 
 static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
@@ -399,7 +402,7 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
 
 /* ---- start-up and host costs ------------------------------------------------ */
 
-static void bench_startup(json_t *root) {
+static void bench_startup(json_t *root, const char *tune) {
   char dir[] = "/tmp/flowgen-bench-XXXXXX";
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -408,7 +411,7 @@ static void bench_startup(json_t *root) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   flowrt_weights *w = random_weights(64, 256);
-  flowrt_options opts = {.disk_cache = 1, .cache_dir = dir};
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = dir, .tune = tune};
   double cold = 0, warm = 0, memory = 0, warm_first_launch = 0, open_ms = 0;
   for (int round = 0; round < 2; ++round) {
     flowrt_runtime *rt = NULL;
@@ -521,6 +524,8 @@ static void parse(int argc, char **argv, options *o) {
         }
         o->precisions[o->precision_count++] = tmp.precision;
       }
+    } else if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
+      o->tune = argv[++i];
     } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       o->batch_count = 0;
       for (char *p = strtok(argv[++i], ","); p && o->batch_count < 32; p = strtok(NULL, ","))
@@ -529,7 +534,7 @@ static void parse(int argc, char **argv, options *o) {
       fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] "
                       "[--shapes D,H,S;...] [--batches B,...] "
                       "[--precisions fp32,tf32,bf16,fp16] [--no-startup] "
-                      "[--no-baseline]\n");
+                      "[--no-baseline] [--tune K=V,...]\n");
       exit(2);
     }
   }
@@ -539,7 +544,7 @@ int main(int argc, char **argv) {
   options o = {0};
   parse(argc, argv, &o);
   flowrt_runtime *rt = NULL;
-  flowrt_options opts = {.disk_cache = 0};
+  flowrt_options opts = {.disk_cache = 0, .tune = o.tune};
   FLOWGEN_CHECK(flowrt_open(&opts, &rt, ERR));
   load_extra_driver();
   const fg_cuda_api *cu = fg_cuda(NULL);
@@ -550,18 +555,20 @@ int main(int argc, char **argv) {
   CHECK(cu->cuDeviceGetName(name, sizeof name, dev));
   CHECK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cu->cuCtxPushCurrent(ctx));
-  printf("flowgen %s bench on %s (NVRTC %d)\n", FLOWGEN_VERSION, name, flowrt_nvrtc_version());
+  printf("flowgen %s bench on %s (NVRTC %d)%s%s\n", FLOWGEN_VERSION, name, flowrt_nvrtc_version(),
+         o.tune ? ", tune " : "", o.tune ? o.tune : "");
   printf("device time: CUDA events around each launch, %s\n",
          hold_us > 0 ? "queued behind a hold kernel (no host time in it)"
                      : "the start event on an idle stream (the host's enqueue in it)");
   json_t *root = json_pack("{s:s, s:s, s:f}", "gpu", name, "flowgen", FLOWGEN_VERSION,
                            "hold_us", hold_us);
+  if (o.tune) json_object_set_new(root, "tune", json_string(o.tune));
   json_t *results = json_array();
   for (int i = 0; i < o.shape_count; ++i)
     for (int p = 0; p < o.precision_count; ++p)
       bench_shape(rt, &o, o.shapes[i], o.precisions[p], results);
   json_object_set_new(root, "results", results);
-  if (!o.no_startup) bench_startup(root);
+  if (!o.no_startup) bench_startup(root, o.tune);
   if (o.json_path && json_dump_file(root, o.json_path, JSON_INDENT(1) | JSON_SORT_KEYS)) {
     fprintf(stderr, "bench: cannot write %s\n", o.json_path);
     return 1;

@@ -7,11 +7,14 @@
  *
  * usage: compute-sanitizer --tool memcheck|racecheck|synccheck|initcheck \
  *          --error-exitcode 1 build/sanitize [--light] [--only PREFIX] [--shape D,H]
+ *          [--tune K=V,...]
  * --light: two steps per case and only the smallest batch of each variant
  * (racecheck runs a launch hundreds of times slower than it would run).
  * --only: the variants whose strategy starts with PREFIX (e.g. grid).
  * --shape: the cases of that state dimension and hidden width only (each
  * case compiles its whole module first, which takes most of a light run).
+ * --tune: planner overrides for every case (docs/tuning.md), as
+ * flowrt_options.tune.
  * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag
  * (or a --shape no case has).
  */
@@ -76,18 +79,22 @@ int main(int argc, char **argv) {
   bool light = false;
   const char *only = "";
   int shape_dim = 0, shape_hidden = 0;  /* 0: every case */
+  const char *tune = NULL;
   for (int i = 1; i < argc; ++i) {
     char tail;
     if (strcmp(argv[i], "--light") == 0) {
       light = true;
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
+      tune = argv[++i];
     } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc &&
                sscanf(argv[i + 1], "%d,%d%c", &shape_dim, &shape_hidden, &tail) == 2 && shape_dim > 0 &&
                shape_hidden > 0) {
       ++i;
     } else {
-      fprintf(stderr, "usage: sanitize [--light] [--only STRATEGY-PREFIX] [--shape D,H]\n");
+      fprintf(stderr, "usage: sanitize [--light] [--only STRATEGY-PREFIX] [--shape D,H] "
+                      "[--tune K=V,...]\n");
       return 2;
     }
   }
@@ -124,7 +131,7 @@ int main(int argc, char **argv) {
   }
   flowgen_error err;
   flowrt_runtime *rt = NULL;
-  flowrt_options opts = {.disk_cache = 0};
+  flowrt_options opts = {.disk_cache = 0, .tune = tune};
   if (flowrt_open(&opts, &rt, &err)) {
     fprintf(stderr, "sanitize: %s\n", err.message);
     return 1;

@@ -68,6 +68,28 @@ int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
   return 0;
 }
 
+int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts) {
+  const char *arg = argv[*i], *value = NULL;
+  int taken;
+  if ((taken = fg_cli_take(argc, argv, i, "--template-dir", &value))) {
+    if (taken < 0) {
+      fg_cli_usage_error("%s needs a folder", arg);
+      return -1;
+    }
+    opts->template_dir = value;
+    return 1;
+  }
+  if ((taken = fg_cli_take(argc, argv, i, "--tune", &value))) {
+    if (taken < 0) {
+      fg_cli_usage_error("%s needs a value", arg);
+      return -1;
+    }
+    opts->tune = value;
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- flowgen [kernel options] ---------------------------------------------- */
 
 static int parse_emit(const char *value, fg_cli_emit *emit) {
@@ -112,6 +134,10 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
       if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
       continue;
     }
+    if ((taken = fg_cli_generate_option(argc, argv, &i, &a->opts)) != 0) {
+      if (taken < 0) return 2;
+      continue;
+    }
     if ((taken = fg_cli_take(argc, argv, &i, "-o", &value)) ||
         (taken = fg_cli_take(argc, argv, &i, "--output", &value))) {
       if (taken < 0) return fg_cli_usage_error("%s needs a file name", arg);
@@ -120,12 +146,6 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
     } else if ((taken = fg_cli_take(argc, argv, &i, "--emit", &value))) {
       if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
       if (parse_emit(value, &a->emit)) return 2;
-    } else if ((taken = fg_cli_take(argc, argv, &i, "--template-dir", &value))) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
-      a->opts.template_dir = value;
-    } else if ((taken = fg_cli_take(argc, argv, &i, "--tune", &value))) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
-      a->opts.tune = value;
     } else if (strcmp(arg, "--host-launcher") == 0) {
       a->opts.host_launcher = true;
     } else if (strcmp(arg, "--describe") == 0) {
@@ -218,6 +238,10 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
       if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
       continue;
     }
+    if ((taken = fg_cli_generate_option(argc, argv, &i, &a->opts)) != 0) {
+      if (taken < 0) return 2;
+      continue;
+    }
 #define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
     if (VALUE("--weights")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
@@ -231,9 +255,6 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
     } else if (VALUE("-o") || VALUE("--output")) {
       if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
       a->output = value;
-    } else if (VALUE("--template-dir")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a folder", arg);
-      a->template_dir = value;
     } else if (VALUE("--png")) {
       if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file name", arg);
       a->png = value;

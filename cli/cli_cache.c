@@ -8,7 +8,8 @@ static const char cache_usage[] =
     "       flowgen cache list          list the entries (file, size, target, state)\n"
     "       flowgen cache clear         remove every entry (files with flowgen's header)\n"
     "       flowgen cache warm [--arch sm_XY] [kernel options]\n"
-    "                                   compile a kernel into the cache (no GPU needed)\n"
+    "                                   compile a kernel into the cache (no GPU needed);\n"
+    "                                   --template-dir and --tune as the sampler's\n"
     "\n"
     "The folder is $FLOWGEN_CACHE_DIR, else $XDG_CACHE_HOME/flowgen, else\n"
     "~/.cache/flowgen; --dir DIR overrides it for one command.  A folder that\n"
@@ -46,16 +47,15 @@ static void print_entry(void *ctx, const flowrt_cache_entry *e) {
 static int cache_warm(int argc, char **argv, const char *dir) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
-  const char *template_dir = NULL;
+  flowgen_options opts = {0};
   flowgen_error err = {FLOWGEN_OK, ""};
   for (int i = 1; i < argc; ++i) {
     const char *value = NULL;
     int taken = fg_cli_spec_option(argc, argv, &i, &spec, &err);
     if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
     if (taken) continue;
-    if ((taken = fg_cli_take(argc, argv, &i, "--template-dir", &value))) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a folder", argv[i]);
-      template_dir = value;
+    if ((taken = fg_cli_generate_option(argc, argv, &i, &opts))) {
+      if (taken < 0) return 2;
     } else if ((taken = fg_cli_take(argc, argv, &i, "--dir", &value))) {
       /* handled by the caller */
     } else {
@@ -63,7 +63,7 @@ static int cache_warm(int argc, char **argv, const char *dir) {
     }
   }
   bool was_cached = false;
-  if (flowrt_cache_warm(dir, &spec, template_dir, &was_cached, &err))
+  if (flowrt_cache_warm(dir, &spec, &opts, &was_cached, &err))
     return fg_cli_fail(&err);
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(&spec, symbol, sizeof symbol);

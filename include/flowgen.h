@@ -140,8 +140,9 @@ typedef struct flowgen_options {
   bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
   uint64_t instruction_limit; /* Lua VM instructions; 0 = default (2e8) */
   size_t memory_limit;        /* bytes of Lua memory; 0 = default (256 MiB) */
-  const char *tune;           /* planner overrides for experiments, e.g.
-                                 "cluster=16,rows=2" (NULL = none) */
+  const char *tune;           /* planner overrides: choose or leave out a
+                                 strategy, move a batch boundary
+                                 (docs/tuning.md); NULL = none */
   uint32_t time_limit_ms;     /* wall-clock time the templates may run, in
                                  ms; 0 = default (30 s, well above what the
                                  largest shape takes) */

@@ -95,6 +95,9 @@ typedef struct flowrt_options {
                                  write (else refused, with a warning, unless
                                  $FLOWGEN_CACHE_TRUST=any): see README */
   const char *template_dir;   /* NULL = built-in templates */
+  const char *tune;           /* planner overrides, as flowgen_options.tune
+                                 (docs/tuning.md); NULL = none.  Nothing in
+                                 the environment tunes a runtime */
   flowrt_warn_fn warn;        /* non-fatal problems (unusable cache dir) */
   void *warn_ctx;
 } flowrt_options;
@@ -168,9 +171,12 @@ flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
  * temporary files of puts abandoned for a minute; nothing else. */
 flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
                                   flowgen_error *err);
-/* Compiles spec for sm_<arch> into the disk cache without a GPU. */
+/* Compiles spec for sm_<arch> into the disk cache without a GPU, as a
+ * sampler of a runtime with the same template folder and tune (opts, NULL =
+ * none; its host_launcher is ignored: runtimes launch the kernels
+ * themselves) would look it up. */
 flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
-                                 const char *template_dir, bool *was_cached,
+                                 const flowgen_options *opts, bool *was_cached,
                                  flowgen_error *err);
 
 #ifdef __cplusplus

@@ -93,7 +93,7 @@ flowgen_status fg_module_obtain(const char *dir, unsigned flags,
 /* ---- flowgen cache warm -------------------------------------------------- */
 
 flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
-                                 const char *template_dir, bool *was_cached,
+                                 const flowgen_options *opts, bool *was_cached,
                                  flowgen_error *err) {
   char path[FG_PATH_MAX];
   flowgen_status st = fg_cache_resolve_dir(dir, path, sizeof path, err);
@@ -102,7 +102,9 @@ flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
   if (!fg_nvrtc(err)) return err ? err->status : FLOWGEN_NO_NVRTC;
   flowgen_spec resolved = *spec;  /* as a sampler of this arch resolves it */
   resolved.arch_specific = fg_arch_specific(resolved.arch);
-  flowgen_options gen_opts = {.template_dir = template_dir};
+  flowgen_options gen_opts = {0};
+  if (opts) gen_opts = *opts;
+  gen_opts.host_launcher = false;
   flowgen_kernel *k = NULL;
   if ((st = flowgen_generate(&resolved, &gen_opts, &k, err))) return st;
   char name[FLOWGEN_NAME_MAX + 80];

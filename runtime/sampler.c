@@ -32,7 +32,7 @@ struct flowrt_runtime {
   int compile_arch;           /* clamped to what NVRTC supports */
   flowrt_target target;       /* cubin, or PTX past NVRTC's newest arch */
   char *template_dir;
-  char *tune;                 /* $FLOWGEN_TUNE: planner overrides */
+  char *tune;                 /* planner overrides (flowrt_options.tune) */
   char cache_dir[FG_PATH_MAX];
   bool disk_cache;
   flowrt_warn_fn warn;
@@ -114,9 +114,8 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
   }
   flowgen_status st = FLOWGEN_OK;
   int count = 0, ordinal = opts ? opts->device : 0;
-  const char *tune = getenv("FLOWGEN_TUNE");
   if ((opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir))) ||
-      (tune && *tune && !(rt->tune = strdup(tune))))
+      (opts && opts->tune && *opts->tune && !(rt->tune = strdup(opts->tune))))
     st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   if (!st && !(rt->cu = fg_cuda(err))) st = err ? err->status : FLOWGEN_NO_DRIVER;
   if (!st) st = FG_CU(err, rt->cu->cuDeviceGetCount(&count));

@@ -4,6 +4,7 @@
  * failure, not written). */
 #include "support.h"
 
+#include "cli.h"
 #include "flowrt.h"
 #include "npy.h"
 #include "safetensors.h"
@@ -782,6 +783,56 @@ static void test_cache_warm_list_clear(void **state) {
   free(err);
 }
 
+/* cache warm takes the planner's overrides as a sampler does: a tuned
+ * kernel is an entry of its own, found again under the same tune; a tune
+ * the planner refuses is a usage error naming the key. */
+#define WARM_TUNE "--tune tiled.stages=3"
+
+static void test_cache_warm_tune(void **state) {
+  cli_fixture *f = *state;
+  static const struct {
+    const char *args, *says;
+  } runs[] = {
+      {WARM " " WARM_TUNE, "compiled and cached"},
+      {WARM, "compiled and cached"},
+      {WARM " " WARM_TUNE, "already cached"},
+      {WARM " --tune=", "already cached"}, /* no override: the plain kernel */
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; ++i) {
+    char *out = NULL, *err = NULL;
+    int rc = flowgen(&out, &err, "%s", runs[i].args);
+    if (rc != 0) fail_msg("%s: exit %d: %s", runs[i].args, rc, err);
+    if (!strstr(out, runs[i].says)) fail_msg("%s: expected '%s' in: %s", runs[i].args, runs[i].says, out);
+    free(out);
+    free(err);
+  }
+  char *out = NULL, *err = NULL;
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_int_equal(count_lines(out), 3); /* the header and two entries */
+  free(out);
+  free(err);
+  assert_int_equal(fg_test_count_entries(f->cache), 2);
+  assert_int_equal(flowgen(&out, &err, WARM " --tune bogus=1"), EXIT_USAGE);
+  expect_one_error_line(err, "tune", "bogus");
+  free(out);
+  free(err);
+  assert_int_equal(fg_test_count_entries(f->cache), 2);
+}
+
+/* The kernel options that are not the spec's, as `flowgen sample` parses
+ * them into the runtime's options. */
+static void test_sample_parses_generation_options(void **state) {
+  (void)state;
+  char *argv[] = {"sample", "-o", "x.npy", "--tune", "tiled.stages=3", "--template-dir=t", NULL};
+  fg_cli_sample_args a;
+  memset(&a, 0, sizeof a);
+  assert_int_equal(fg_cli_parse_sample(6, argv, &a), -1);
+  assert_non_null(a.opts.tune);
+  assert_string_equal(a.opts.tune, "tiled.stages=3");
+  assert_non_null(a.opts.template_dir);
+  assert_string_equal(a.opts.template_dir, "t");
+}
+
 /* `flowgen ARGS` is a usage error: exit 2 and one error line naming part1
  * (and part2). */
 static void expect_usage_error(const char *args, const char *part1,
@@ -801,6 +852,8 @@ static void test_cache_usage_errors(void **state) {
   expect_usage_error("cache warm --dim 0", "dim", NULL);
   expect_usage_error("cache warm --arch", "--arch", "needs a value");
   expect_usage_error("cache warm --bogus", "--bogus", NULL);
+  expect_usage_error("cache warm --tune", "--tune", "needs a value");
+  expect_usage_error("sample -o x.npy --tune", "--tune", "needs a value");
   expect_usage_error("cache frobnicate", "frobnicate", NULL);
   expect_usage_error("cache list extra", "extra", NULL);
 
@@ -838,6 +891,8 @@ int main(void) {
       CLI_TEST(test_sample_unwritable_output),
       CLI_TEST(test_cache_dir_follows_the_environment),
       CLI_TEST(test_cache_warm_list_clear),
+      CLI_TEST(test_cache_warm_tune),
+      CLI_TEST(test_sample_parses_generation_options),
       CLI_TEST(test_cache_usage_errors),
   };
   return cmocka_run_group_tests(tests, group_setup, NULL);

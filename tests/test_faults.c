@@ -1122,7 +1122,7 @@ typedef struct call_ranges {
 } call_ranges;
 
 static void record_clean_run(call_ranges *r) {
-  /* A first run fills the disk cache (FLOWGEN_TUNE makes other sources);
+  /* A first run fills the disk cache (a tune makes other sources);
    * the recorded one must then find its module there, like the loops. */
   scenario sc;
   mock_reset();
@@ -1244,7 +1244,6 @@ static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
 static int group_setup(void **state) {
   (void)state;
   unsetenv("FLOWGEN_NVRTC");
-  unsetenv("FLOWGEN_TUNE");
   cache_dir = fg_test_mkdtemp();
   weights = random_weights(64, 256, 1);
   small_weights = random_weights(3, 5, 2);
@@ -1280,10 +1279,9 @@ static int group_teardown(void **state) {
   return 0;
 }
 
-/* No driver or NVRTC loaded, clean books, no FLOWGEN_NVRTC or FLOWGEN_TUNE. */
+/* No driver or NVRTC loaded, clean books, no FLOWGEN_NVRTC. */
 static void reset_fakes(void) {
   unsetenv("FLOWGEN_NVRTC");
-  unsetenv("FLOWGEN_TUNE");
   fg_loader_reset();
   mock_reset();
   nv_reset();
@@ -1496,10 +1494,10 @@ static flowgen_status open_and_create(scenario *sc, flowgen_error *err) {
   return run_phase(sc, PH_CREATE, err);
 }
 
-/* A sampler of the default weights under FLOWGEN_TUNE=tune, open and made. */
+/* A sampler of the default weights under tune, open and made. */
 static void start_tuned(scenario *sc, const char *tune) {
-  setenv("FLOWGEN_TUNE", tune, 1);
   scenario_init(sc, weights);
+  sc->opts.tune = tune;
   flowgen_error err = {0};
   if (open_and_create(sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
 }
@@ -1787,15 +1785,15 @@ static void test_nvrtc_get_cubin_fails(void **state) {
   expect_no_problems();
 }
 
-/* A FLOWGEN_TUNE the planner refuses (an unknown key): sampler creation
- * fails naming it, before any compile or module load, holding nothing. */
+/* A tune the planner refuses (an unknown key): sampler creation fails
+ * naming it, before any compile or module load, holding nothing. */
 static void test_unknown_tune_key_refused(void **state) {
   (void)state;
   nv.fake = true;
-  setenv("FLOWGEN_TUNE", "cluster.blocks=4,bogus=1", 1);
   scenario sc;
   scenario_init(&sc, small_weights);
   sc.opts.disk_cache = 0;
+  sc.opts.tune = "cluster.blocks=4,bogus=1";
   flowgen_error err = {0};
   assert_int_equal(open_and_create(&sc, &err), FLOWGEN_UNSUPPORTED);
   expect_contains(err.message, "unknown key bogus");
@@ -1803,7 +1801,28 @@ static void test_unknown_tune_key_refused(void **state) {
   assert_int_equal(nv.calls[NV_nvrtcCompileProgram], 0);
   assert_int_equal(g.calls[FN_cuModuleLoadData], 0);
   scenario_finish(&sc);
+  expect_no_problems();
+}
+
+/* Tuning is the caller's explicit choice: a FLOWGEN_TUNE in the
+ * environment (once read by the runtime) changes nothing, not even when
+ * the planner would refuse it. */
+static void test_environment_does_not_tune(void **state) {
+  (void)state;
+  setenv("FLOWGEN_TUNE", "cluster.blocks=4,bogus=1", 1);
+  scenario sc;
+  scenario_init(&sc, small_weights); /* its module is in the warm disk cache */
+  flowgen_error err = {0};
+  flowgen_status st = open_and_create(&sc, &err);
   unsetenv("FLOWGEN_TUNE");
+  if (st) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  flowgen_kernel *plain = NULL; /* the same spec, as the runtime resolved it */
+  assert_int_equal(flowgen_generate(flowgen_kernel_spec(k), NULL, &plain, NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_kernel_source_size(k), flowgen_kernel_source_size(plain));
+  assert_string_equal(flowgen_kernel_source(k), flowgen_kernel_source(plain));
+  flowgen_kernel_free(plain);
+  scenario_finish(&sc);
   expect_no_problems();
 }
 
@@ -1974,7 +1993,7 @@ static void test_alloc_fault_in_open(void **state) {
   alloc_scenario a = {.opts = {.cache_dir = cache_dir, .disk_cache = 1}};
   a.opts.warn = count_warning;
   a.opts.warn_ctx = &a;
-  setenv("FLOWGEN_TUNE", "cluster.blocks=4", 1); /* strdup'ed by flowrt_open */
+  a.opts.tune = "cluster.blocks=4"; /* strdup'ed by flowrt_open */
   af_sweep(&(af_sweep_spec){.what = "flowrt_open",
                             .call = open_close_call,
                             .prepare = fresh_fakes,
@@ -2073,6 +2092,7 @@ int main(void) {
       FAULT_TEST(test_nvrtc_get_cubin_fails),
       FAULT_TEST(test_nvrtc_split_compile_by_version),
       FAULT_TEST(test_unknown_tune_key_refused),
+      FAULT_TEST(test_environment_does_not_tune),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),

@@ -16,12 +16,20 @@ typedef struct gpu_fixture {
   char *cache_dir;
 } gpu_fixture;
 
+/* FLOWGEN_TEST_TUNE=K=V,...: the planner overrides of every runtime the
+ * tests open but where a test tunes its own (the device round runs the
+ * tests under tuned configurations so); NULL when unset. */
+static const char *suite_tune(void) {
+  const char *tune = getenv("FLOWGEN_TEST_TUNE");
+  return tune && *tune ? tune : NULL;
+}
+
 static int setup(void **state) {
   gpu_fixture *f = calloc(1, sizeof *f);
   *state = f;
   if (!fg_test_have_gpu()) return 0;
   f->cache_dir = fg_test_mkdtemp();
-  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir};
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir, .tune = suite_tune()};
   flowgen_error err;
   if (flowrt_open(&opts, &f->rt, &err)) {
     fprintf(stderr, "flowrt_open: %s\n", err.message);
@@ -546,18 +554,16 @@ typedef struct {
 } variant_shape;
 
 /* Each shape's variant of each of the n_strategies strategies (one
- * runtime under FLOWGEN_TUNE=tune, so a shape compiles once) against the
+ * runtime under tune, so a shape compiles once) against the
  * reference within `tolerance`, at batches within its range: from batch 0,
  * 1, 7, 9 and 65 (a last block of one, seven and one sample); else its
  * first, first + 64, + 65 and + 1000; then its last (or 2 first + 3). */
 static void check_variants_within(const char *tune, const char *const *strategies, size_t n_strategies,
                                   const variant_shape *shapes, size_t n_shapes, double tolerance) {
-  if (tune) setenv("FLOWGEN_TUNE", tune, 1);
   flowrt_runtime *rt = NULL;
   flowgen_error err;
-  flowrt_options opts = {.disk_cache = 0};
+  flowrt_options opts = {.disk_cache = 0, .tune = tune ? tune : suite_tune()};
   flowgen_status st = flowrt_open(&opts, &rt, &err);
-  if (tune) unsetenv("FLOWGEN_TUNE");
   if (st) fail_msg("flowrt_open: %s", err.message);
   uint64_t seed = fg_test_seed();
   for (size_t i = 0; i < n_shapes; ++i) {
@@ -612,7 +618,7 @@ static void check_variant(const char *tune, const char *strategy, const variant_
  * are no multiple of 16.  Every batch is within the variant's range, so
  * the kernel picked is the wgmma one.  The same for the one-warpgroup
  * variant (wgmma64, from the register-resident kernel's last batch + 1 to
- * 8448) and one that starts at 1000 (FLOWGEN_TUNE=skip=rmma,wgmma64=1000:). */
+ * 8448) and one that starts at 1000 (tune skip=rmma,wgmma64=1000:). */
 static void check_wgmma_variant(const char *tune, const char *strategy) {
   static const variant_shape shapes[] = {{64, 256, 8, FLOWGEN_PRECISION_BF16},
                                          {3, 100, 5, FLOWGEN_PRECISION_FP16},
@@ -672,7 +678,7 @@ static void test_wgstream3_strategy(void **state) {
 }
 
 /* The register-resident kernel (bf16 and fp16, sm_80 and newer;
- * FLOWGEN_TUNE=rmma=1:2000: from the first batch up to 2000, two waves of
+ * tune rmma=1:2000: from the first batch up to 2000, two waves of
  * blocks on an H200, so that a block of one sample is checked): shapes
  * whose D and H are no multiple of 16, the largest D it takes, two tiles a
  * warp (D=64, H=256) and one (D=160 and 128, H=128), W1 in registers
@@ -843,7 +849,7 @@ static void test_two_samplers_and_cache(void **state) {
   flowrt_sampler_destroy(sa2);
 
   flowrt_runtime *fresh = NULL;
-  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir};
+  flowrt_options opts = {.disk_cache = 1, .cache_dir = f->cache_dir, .tune = suite_tune()};
   assert_int_equal(flowrt_open(&opts, &fresh, &err), FLOWGEN_OK);
   assert_int_equal(flowrt_sampler_create(fresh, &a, wa, &sa, &err), FLOWGEN_OK);
   assert_true(flowrt_sampler_stats(sa)->disk_hit);
