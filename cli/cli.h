@@ -25,8 +25,8 @@ int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
                        flowgen_error *err);
 
 /* The options of generation that every command taking kernel options
- * shares (--template-dir, --tune): 1 taken, 0 not one, -1 error (printed;
- * exit code 2). */
+ * shares (--template-dir, --tune, --sms, --shared-per-block): 1 taken, 0
+ * not one, -1 error (printed; exit code 2). */
 int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts);
 
 /* flowgen [kernel options] */
@@ -52,7 +52,7 @@ typedef enum { FG_CLI_DEVICE_AUTO, FG_CLI_DEVICE_GPU, FG_CLI_DEVICE_CPU } fg_cli
 typedef struct fg_cli_sample_args {
   flowgen_spec spec;
   bool dim_given, hidden_given;
-  flowgen_options opts; /* --template-dir, --tune */
+  flowgen_options opts; /* --template-dir, --tune, --sms, --shared-per-block */
   const char *weights, *prefix, *x0_path, *output, *png;
   int png_height, png_width, png_columns, png_scale; /* 0: not given */
   long long batch; /* -1: not given */

@@ -68,6 +68,20 @@ int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
   return 0;
 }
 
+static int parse_long(const char *flag, const char *value, long long min,
+                      long long max, long long *out) {
+  switch (fg_parse_int(value, min, max, out)) {
+  case FG_PARSE_OK: return 0;
+  case FG_PARSE_NOT_A_NUMBER:
+    fprintf(stderr, "flowgen: %s: '%s' is not a non-negative decimal integer\n", flag, value);
+    return 2;
+  default:
+    fprintf(stderr, "flowgen: %s: %s is out of range (accepted: %lld to %lld)\n",
+            flag, value, min, max);
+    return 2;
+  }
+}
+
 int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts) {
   const char *arg = argv[*i], *value = NULL;
   int taken;
@@ -87,7 +101,29 @@ int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts)
     opts->tune = value;
     return 1;
   }
-  return 0;
+  /* The device to plan for (default: an H200's figures). */
+  const char *flag = NULL;
+  int *field = NULL;
+  long long max = 0;
+  if ((taken = fg_cli_take(argc, argv, i, "--sms", &value))) {
+    flag = "--sms";
+    field = &opts->device.sms;
+    max = FLOWGEN_DEVICE_SMS_MAX;
+  } else if ((taken = fg_cli_take(argc, argv, i, "--shared-per-block", &value))) {
+    flag = "--shared-per-block";
+    field = &opts->device.shared_per_block;
+    max = FLOWGEN_DEVICE_SHARED_MAX;
+  } else {
+    return 0;
+  }
+  long long n = 0;
+  if (taken < 0) {
+    fg_cli_usage_error("%s needs a value", flag);
+    return -1;
+  }
+  if (parse_long(flag, value, 1, max, &n)) return -1;
+  *field = (int)n;
+  return 1;
 }
 
 /* ---- flowgen [kernel options] ---------------------------------------------- */
@@ -160,21 +196,6 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
 }
 
 /* ---- flowgen sample ------------------------------------------------------ */
-
-
-static int parse_long(const char *flag, const char *value, long long min,
-                      long long max, long long *out) {
-  switch (fg_parse_int(value, min, max, out)) {
-  case FG_PARSE_OK: return 0;
-  case FG_PARSE_NOT_A_NUMBER:
-    fprintf(stderr, "flowgen: %s: '%s' is not a non-negative decimal integer\n", flag, value);
-    return 2;
-  default:
-    fprintf(stderr, "flowgen: %s: %s is out of range (accepted: %lld to %lld)\n",
-            flag, value, min, max);
-    return 2;
-  }
-}
 
 /* --png-shape HxW: the height and width of one sample's image, each 1 to
  * 4096.  A value not of that form says what is missing or extra. */

@@ -31,7 +31,8 @@ static const char sample_usage[] =
     "  --png-scale N      pixels per value (default 4); the picture may have\n"
     "                     65535 pixels a side and 2^28 in all (else exit 2)\n"
     "  -v, --verbose      print the cache hit or miss and each phase's time\n"
-    "  also: --solver, --precision, --name, --template-dir, --tune as for kernels\n";
+    "  also: --solver, --precision, --name, --template-dir, --tune as for kernels;\n"
+    "  --sms, --shared-per-block replace what the GPU reports\n";
 
 /* N(0, 1) by Box-Muller over splitmix64: the same seed gives the same x0
  * on every machine. */
@@ -70,7 +71,8 @@ static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weigh
   flowrt_runtime *rt = NULL;
   flowrt_sampler *s = NULL;
   flowrt_options opts = {.disk_cache = -1, .template_dir = a->opts.template_dir,
-                         .tune = a->opts.tune, .warn = print_warning};
+                         .tune = a->opts.tune, .device_figures = a->opts.device,
+                         .warn = print_warning};
   double t0 = now_ms();
   flowgen_status st = flowrt_open(&opts, &rt, err);
   double t_open = now_ms();

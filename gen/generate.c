@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <locale.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,65 @@ struct flowgen_kernel {
 };
 
 /* ---- spec -> Lua ----------------------------------------------------------- */
+
+/* The sizes of cluster that flowgen_device.clusters_at_once counts. */
+static const int cluster_sizes[4] = {2, 4, 8, 16};
+
+static flowgen_status check_range(const char *name, const char *field, int value,
+                                  int max, flowgen_error *err) {
+  if (value >= 0 && value <= max) return FLOWGEN_OK;
+  return fg_fail(err, FLOWGEN_INVALID,
+                 "%s.%s: %d is out of range (0 = unknown, 1 to %d)", name, field,
+                 value, max);
+}
+
+flowgen_status fg_device_check(const flowgen_device *d, const char *name,
+                               flowgen_error *err) {
+  flowgen_status st = check_range(name, "sms", d->sms, FLOWGEN_DEVICE_SMS_MAX, err);
+  if (!st)
+    st = check_range(name, "shared_per_block", d->shared_per_block,
+                     FLOWGEN_DEVICE_SHARED_MAX, err);
+  if (!st && (d->clusters < -1 || d->clusters > 1))
+    st = fg_fail(err, FLOWGEN_INVALID,
+                 "%s.clusters: %d is none of 1 (yes), -1 (no), 0 (as the arch "
+                 "allows)", name, d->clusters);
+  for (int i = 0; i < 4 && !st; ++i) {
+    char field[32];
+    snprintf(field, sizeof field, "clusters_at_once[%d]", i);
+    st = check_range(name, field, d->clusters_at_once[i], FLOWGEN_DEVICE_CLUSTERS_MAX, err);
+  }
+  return st;
+}
+
+/* spec.device: the known fields only (device.lua takes an H200's figure,
+ * or the arch's, for the others). */
+static void push_device(lua_State *L, const flowgen_device *d) {
+  lua_createtable(L, 0, 4);
+  if (d->sms) {
+    lua_pushinteger(L, d->sms);
+    lua_setfield(L, -2, "sms");
+  }
+  if (d->shared_per_block) {
+    lua_pushinteger(L, d->shared_per_block);
+    lua_setfield(L, -2, "shared_per_block");
+  }
+  if (d->clusters) {
+    lua_pushboolean(L, d->clusters > 0);
+    lua_setfield(L, -2, "clusters");
+  }
+  bool any = false;
+  for (int i = 0; i < 4; ++i) any = any || d->clusters_at_once[i];
+  if (any) {
+    lua_createtable(L, 0, 4);
+    for (int i = 0; i < 4; ++i) {
+      if (!d->clusters_at_once[i]) continue;
+      lua_pushinteger(L, d->clusters_at_once[i]);
+      lua_rawseti(L, -2, cluster_sizes[i]);
+    }
+    lua_setfield(L, -2, "clusters_at_once");
+  }
+  lua_setfield(L, -2, "device");
+}
 
 static void push_spec(lua_State *L, const flowgen_spec *spec,
                       const flowgen_options *opts) {
@@ -51,6 +111,8 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
     lua_pushstring(L, opts->tune);
     lua_setfield(L, -2, "tune");
   }
+  static const flowgen_device unknown;
+  push_device(L, opts ? &opts->device : &unknown);
 }
 
 /* ---- variants (plain tables, checked by the engine) -------------------- */
@@ -333,6 +395,7 @@ flowgen_status flowgen_generate(const flowgen_spec *spec,
   if (!out) return fg_fail(err, FLOWGEN_INVALID, "out is NULL");
   *out = NULL;
   flowgen_status st = flowgen_spec_validate(spec, err);
+  if (!st && opts) st = fg_device_check(&opts->device, "device", err);
   if (st) return st;
   flowgen_kernel *k = calloc(1, sizeof *k);
   if (!k) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");

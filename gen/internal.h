@@ -35,6 +35,12 @@ typedef enum fg_parse_result {
 FG_HIDDEN fg_parse_result fg_parse_int(const char *text, long long min,
                                        long long max, long long *out);
 
+/* Checks each field of a device description: 0 (unknown) or in its
+ * range; the message names the first bad one as name.field
+ * (FLOWGEN_INVALID). */
+FG_HIDDEN flowgen_status fg_device_check(const flowgen_device *device,
+                                         const char *name, flowgen_error *err);
+
 /* A template or other file built into the library at build time. */
 typedef struct fg_embedded_file {
   const char *name;           /* "plan.lua", "tiled.cut", ... */

@@ -135,6 +135,27 @@ const char *flowgen_precision_name(flowgen_precision precision);
 
 /* ---- generation --------------------------------------------------------- */
 
+/* The GPU a plan is for.  A field left 0 is unknown: the planner takes an
+ * H200's figure (132 SMs; its clusters at once), or for shared memory and
+ * clusters what the target arch allows.  So the plan for an H200 is the
+ * plan for no device at all.  The runtime fills it from its device query;
+ * the CLI's --sms and --shared-per-block set it. */
+#define FLOWGEN_DEVICE_SMS_MAX 65536
+#define FLOWGEN_DEVICE_SHARED_MAX (1 << 30)
+#define FLOWGEN_DEVICE_CLUSTERS_MAX 65536
+
+typedef struct flowgen_device {
+  int sms;                   /* streaming multiprocessors, 1 to
+                                FLOWGEN_DEVICE_SMS_MAX */
+  int shared_per_block;      /* bytes of shared memory a block may opt in
+                                to, 1 to FLOWGEN_DEVICE_SHARED_MAX */
+  int clusters;              /* thread-block clusters: 1 yes, -1 no, 0 as
+                                the arch allows (sm_90 and newer) */
+  int clusters_at_once[4];   /* clusters of 2, 4, 8 and 16 blocks of the
+                                cluster kernel resident at once, 1 to
+                                FLOWGEN_DEVICE_CLUSTERS_MAX each */
+} flowgen_device;
+
 typedef struct flowgen_options {
   const char *template_dir;   /* NULL = the templates built into the library */
   bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
@@ -146,6 +167,7 @@ typedef struct flowgen_options {
   uint32_t time_limit_ms;     /* wall-clock time the templates may run, in
                                  ms; 0 = default (30 s, well above what the
                                  largest shape takes) */
+  flowgen_device device;      /* the GPU to plan for; zeroed = an H200 */
 } flowgen_options;
 
 /* One kernel entry point of the generated source. */

@@ -98,6 +98,11 @@ typedef struct flowrt_options {
   const char *tune;           /* planner overrides, as flowgen_options.tune
                                  (docs/tuning.md); NULL = none.  Nothing in
                                  the environment tunes a runtime */
+  flowgen_device device_figures; /* the device as the planner sees it: a
+                                 field set here replaces the device query's
+                                 (e.g. fewer SMs than the GPU has, as under
+                                 MPS; persistent grids launch on as many);
+                                 zeroed = the query's */
   flowrt_warn_fn warn;        /* non-fatal problems (unusable cache dir) */
   void *warn_ctx;
 } flowrt_options;
@@ -172,9 +177,9 @@ flowgen_status flowrt_cache_list(const char *dir, flowrt_cache_visit_fn visit,
 flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
                                   flowgen_error *err);
 /* Compiles spec for sm_<arch> into the disk cache without a GPU, as a
- * sampler of a runtime with the same template folder and tune (opts, NULL =
- * none; its host_launcher is ignored: runtimes launch the kernels
- * themselves) would look it up. */
+ * sampler of a runtime with the same template folder, tune and device
+ * figures (opts, NULL = none: an H200's) would look it up; its
+ * host_launcher is ignored (runtimes launch the kernels themselves). */
 flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
                                  const flowgen_options *opts, bool *was_cached,
                                  flowgen_error *err);

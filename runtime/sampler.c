@@ -28,7 +28,8 @@ struct flowrt_runtime {
   CUdevice device;
   CUcontext ctx;
   int device_arch;            /* sm_XY of the device */
-  int sms;                    /* its multiprocessors (persistent grids) */
+  flowgen_device figures;     /* what the planner is told of it; .sms also
+                                 sizes the persistent grids */
   int compile_arch;           /* clamped to what NVRTC supports */
   flowrt_target target;       /* cubin, or PTX past NVRTC's newest arch */
   char *template_dir;
@@ -60,8 +61,13 @@ static void pop_ctx(flowrt_runtime *rt) {
   rt->cu->cuCtxPopCurrent(&popped);
 }
 
-static flowgen_status device_arch(flowrt_runtime *rt, flowgen_error *err) {
-  int major = 0, minor = 0;
+/* The device's arch and the figures the planner takes from it: SMs, the
+ * shared memory a block may opt in to, cluster launches.  A figure the
+ * caller gave (flowrt_options.device_figures, checked) replaces the
+ * query's. */
+static flowgen_status query_device(flowrt_runtime *rt, const flowgen_device *given,
+                                   flowgen_error *err) {
+  int major = 0, minor = 0, sms = 0, shared = 0, clusters = 0;
   flowgen_status st;
   if ((st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
                            &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
@@ -70,11 +76,28 @@ static flowgen_status device_arch(flowrt_runtime *rt, flowgen_error *err) {
                            &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                            rt->device))) ||
       (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
-                           &rt->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                           &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                           rt->device))) ||
+      (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
+                           &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                           rt->device))) ||
+      (st = FG_CU(err, rt->cu->cuDeviceGetAttribute(
+                           &clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
                            rt->device))))
     return st;
-  if (rt->sms < 1) rt->sms = 1;
   rt->device_arch = major * 10 + minor;
+  flowgen_device *f = &rt->figures;
+  f->sms = sms < 1 ? 1 : sms > FLOWGEN_DEVICE_SMS_MAX ? FLOWGEN_DEVICE_SMS_MAX : sms;
+  f->shared_per_block = shared >= 1 && shared <= FLOWGEN_DEVICE_SHARED_MAX ? shared : 0;
+  f->clusters = clusters ? 1 : -1;
+  /* Clusters at once: the planner scales an H200's by the SMs. */
+  if (given) {
+    if (given->sms) f->sms = given->sms;
+    if (given->shared_per_block) f->shared_per_block = given->shared_per_block;
+    if (given->clusters) f->clusters = given->clusters;
+    for (int i = 0; i < 4; ++i)
+      if (given->clusters_at_once[i]) f->clusters_at_once[i] = given->clusters_at_once[i];
+  }
   return FLOWGEN_OK;
 }
 
@@ -112,10 +135,11 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
     rt->warn = opts->warn;
     rt->warn_ctx = opts->warn_ctx;
   }
-  flowgen_status st = FLOWGEN_OK;
+  flowgen_status st =
+      opts ? fg_device_check(&opts->device_figures, "device_figures", err) : FLOWGEN_OK;
   int count = 0, ordinal = opts ? opts->device : 0;
-  if ((opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir))) ||
-      (opts && opts->tune && *opts->tune && !(rt->tune = strdup(opts->tune))))
+  if (!st && ((opts && opts->template_dir && !(rt->template_dir = strdup(opts->template_dir))) ||
+              (opts && opts->tune && *opts->tune && !(rt->tune = strdup(opts->tune)))))
     st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   if (!st && !(rt->cu = fg_cuda(err))) st = err ? err->status : FLOWGEN_NO_DRIVER;
   if (!st) st = FG_CU(err, rt->cu->cuDeviceGetCount(&count));
@@ -124,7 +148,7 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
                  count ? "no CUDA device %d (there are %d)" : "no CUDA device",
                  ordinal, count);
   if (!st) st = FG_CU(err, rt->cu->cuDeviceGet(&rt->device, ordinal));
-  if (!st) st = device_arch(rt, err);
+  if (!st) st = query_device(rt, opts ? &opts->device_figures : NULL, err);
   if (!st) st = choose_target(rt, err);
   if (!st) st = FG_CU(err, rt->cu->cuDevicePrimaryCtxRetain(&rt->ctx, rt->device));
   if (st) {
@@ -235,6 +259,9 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
 static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
                                  flowrt_stats *stats, fg_module **out,
                                  flowgen_error *err) {
+  /* The plan depends on the spec, the templates, the tune and the device;
+   * within one runtime only the spec varies (the device figures are set
+   * once, in flowrt_open), so the spec alone finds a module. */
   bool by_spec = rt->template_dir == NULL && rt->tune == NULL;
   for (fg_module *m = rt->modules; m && by_spec; m = m->next) {
     if (m->by_spec && same_spec(&m->spec, spec)) {
@@ -247,7 +274,8 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   if (!m) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   m->spec = *spec;
   m->by_spec = by_spec;
-  flowgen_options gen_opts = {.template_dir = rt->template_dir, .tune = rt->tune};
+  flowgen_options gen_opts = {.template_dir = rt->template_dir, .tune = rt->tune,
+                              .device = rt->figures};
   double t0 = fg_now_ms();
   flowgen_status st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
   stats->generate_ms = fg_now_ms() - t0;
@@ -383,7 +411,7 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, CUdeviceptr 
                        CUdeviceptr out, int64_t batch, void *stream) {
   flowrt_runtime *rt = s->rt;
   int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
-  if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->sms * v->grid_blocks_per_sm;
+  if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->figures.sms * v->grid_blocks_per_sm;
   /* A cluster launch, or a cooperative one (a persistent grid whose blocks
    * must all be resident at once). */
   CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};

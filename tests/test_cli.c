@@ -239,6 +239,19 @@ static void test_describe(void **state) {
   cli_free(&r);
 }
 
+/* --sms and --shared-per-block describe another GPU to the planner; an
+ * H200's figures plan as none. */
+static void test_device_flags(void **state) {
+  (void)state;
+  cli_result plain = flowgen("--describe");
+  cli_result h200 = flowgen("--describe --sms 132 --shared-per-block=232448");
+  assert_int_equal(plain.code, 0);
+  assert_int_equal(h200.code, 0);
+  assert_string_equal(plain.out, h200.out);
+  cli_free(&plain);
+  cli_free(&h200);
+}
+
 static void test_emit_ptx_and_cubin(void **state) {
   const char *dir = *state;
   skip_without_nvrtc();
@@ -320,6 +333,17 @@ static const struct {
     {"--name", "--name"},
     {"--template-dir", "--template-dir"},
     {"--emit", "--emit"},
+    {"--tune", "--tune"},
+    {"--sms 0", "--sms: 0 is out of range (accepted: 1 to 65536)"},
+    {"--sms 65537", "--sms: 65537 is out of range"},
+    {"--sms -3", "--sms: '-3' is not"},
+    {"--sms 1x", "--sms: '1x' is not"},
+    {"--sms=", "--sms"},
+    {"--sms", "--sms needs a value"},
+    {"--shared-per-block 0", "--shared-per-block: 0 is out of range"},
+    {"--shared-per-block 1073741825", "--shared-per-block: 1073741825 is out of range"},
+    {"--shared-per-block 48K", "--shared-per-block: '48K' is not"},
+    {"--shared-per-block", "--shared-per-block needs a value"},
 };
 
 static void test_usage_errors(void **state) {
@@ -444,6 +468,7 @@ int main(void) {
       T(test_deterministic_across_runs),
       T(test_equals_form),
       T(test_describe),
+      T(test_device_flags),
       T(test_emit_ptx_and_cubin),
       T(test_help_and_version),
       T(test_usage_errors),

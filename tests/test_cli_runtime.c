@@ -823,10 +823,14 @@ static void test_cache_warm_tune(void **state) {
  * them into the runtime's options. */
 static void test_sample_parses_generation_options(void **state) {
   (void)state;
-  char *argv[] = {"sample", "-o", "x.npy", "--tune", "tiled.stages=3", "--template-dir=t", NULL};
+  char *argv[] = {"sample",          "-o", "x.npy", "--tune", "tiled.stages=3", "--template-dir=t",
+                  "--sms",           "66", "--shared-per-block=101376", NULL};
   fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
-  assert_int_equal(fg_cli_parse_sample(6, argv, &a), -1);
+  assert_int_equal(fg_cli_parse_sample(9, argv, &a), -1);
+  assert_int_equal(a.opts.device.sms, 66);
+  assert_int_equal(a.opts.device.shared_per_block, 101376);
+  assert_int_equal(a.opts.device.clusters, 0);
   assert_non_null(a.opts.tune);
   assert_string_equal(a.opts.tune, "tiled.stages=3");
   assert_non_null(a.opts.template_dir);
@@ -854,6 +858,8 @@ static void test_cache_usage_errors(void **state) {
   expect_usage_error("cache warm --bogus", "--bogus", NULL);
   expect_usage_error("cache warm --tune", "--tune", "needs a value");
   expect_usage_error("sample -o x.npy --tune", "--tune", "needs a value");
+  expect_usage_error("cache warm --sms 0", "--sms", "out of range");
+  expect_usage_error("sample -o x.npy --shared-per-block 0", "--shared-per-block", "out of range");
   expect_usage_error("cache frobnicate", "frobnicate", NULL);
   expect_usage_error("cache list extra", "extra", NULL);
 

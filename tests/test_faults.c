@@ -194,6 +194,7 @@ static struct {
   const char *hidden_symbol;   /* dlsym on the fake library returns NULL */
   CUresult init_result;
   int device_count, cc_major, cc_minor;
+  int sms;                  /* multiprocessors reported (0 = 132) */
   unsigned cooperative_max; /* co-resident blocks (0 = 132, one per SM) */
   int fault_fn, fault_at, fault_count; /* calls fault_at .. +count-1 fail */
   CUresult fault_result;
@@ -339,8 +340,9 @@ static CUresult mock_cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
   switch (attr) {
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = g.cc_major; break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = g.cc_minor; break;
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = g.sms ? g.sms : 132; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 232448; break;
+  case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *value = g.cc_major >= 9; break;
   default: *value = 0; break;
   }
   return CUDA_SUCCESS;
@@ -1826,6 +1828,90 @@ static void test_environment_does_not_tune(void **state) {
   expect_no_problems();
 }
 
+/* ---- the device the planner is told of ---------------------------------- */
+
+/* A template folder whose plan is one kernel and whose source shows
+ * spec.device as the planner got it.  malloc()ed; fg_test_rmtree it. */
+static char *device_echo_templates(void) {
+  char *dir = fg_test_mkdtemp();
+  fg_test_write_template(
+      dir, "plan.lua",
+      "return function(spec)\n"
+      "  return {template = 'file.cut', variants = {{strategy = 'echo', symbol = 'echo_k',\n"
+      "    pack_symbol = 'echo_pack', min_batch = 0, max_batch = -1, block_threads = 32,\n"
+      "    rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,\n"
+      "    pack_threads = 32}}}\n"
+      "end\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local d = spec.device\n"
+      "// sms=$(tostring(d.sms)) shared=$(tostring(d.shared_per_block)) "
+      "clusters=$(tostring(d.clusters)) at_once=$(tostring(d.clusters_at_once))\n"
+      "extern \"C\" __global__ void echo_k(const float *x0, float *x, long long rows,\n"
+      "                                    const float *params) {}\n"
+      "extern \"C\" __global__ void echo_pack(const float *w1, const float *b1,\n"
+      "    const float *w2, const float *b2, const float *w3, const float *b3,\n"
+      "    float *params) {}\n");
+  return dir;
+}
+
+/* Opens a runtime over the echo templates with `figures`, makes a sampler
+ * and expects its source to show `echo`. */
+static void expect_device_echo(const char *dir, const flowgen_device *figures, const char *echo) {
+  scenario sc;
+  scenario_init(&sc, small_weights);
+  sc.opts.disk_cache = 0;
+  sc.opts.template_dir = dir;
+  if (figures) sc.opts.device_figures = *figures;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const char *source = flowgen_kernel_source(flowrt_sampler_kernel(sc.s));
+  if (strncmp(source, echo, strlen(echo)) != 0) fail_msg("expected '%s', got: %.120s", echo, source);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
+/* The runtime tells the planner what the device query says (SMs, the
+ * shared memory a block may opt in to, cluster launches), with what the
+ * caller's device_figures replace; figures out of range are refused before
+ * any driver call. */
+static void test_device_query_reaches_the_planner(void **state) {
+  (void)state;
+  char *dir = device_echo_templates();
+  nv.stand_in = true; /* the source, not a real compile, is what matters */
+  g.sms = 66;
+  expect_device_echo(dir, NULL, "// sms=66 shared=232448 clusters=true at_once=nil\n");
+  flowgen_device figures = {.sms = 100, .clusters = -1};
+  expect_device_echo(dir, &figures, "// sms=100 shared=232448 clusters=false at_once=nil\n");
+  figures = (flowgen_device){.shared_per_block = 101376};
+  g.cc_major = 8; /* no clusters there */
+  expect_device_echo(dir, &figures, "// sms=66 shared=101376 clusters=false at_once=nil\n");
+
+  static const struct {
+    flowgen_device figures;
+    const char *field;
+  } bad[] = {
+      {{.sms = -1}, "device_figures.sms"},
+      {{.sms = FLOWGEN_DEVICE_SMS_MAX + 1}, "device_figures.sms"},
+      {{.shared_per_block = -4}, "device_figures.shared_per_block"},
+      {{.clusters = 2}, "device_figures.clusters"},
+      {{.clusters_at_once = {0, -30}}, "device_figures.clusters_at_once[1]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    flowrt_options opts = {.disk_cache = 0, .device_figures = bad[i].figures};
+    flowrt_runtime *rt = NULL;
+    flowgen_error err = {0};
+    int calls = g.calls[FN_cuInit];
+    assert_int_equal(flowrt_open(&opts, &rt, &err), FLOWGEN_INVALID);
+    assert_null(rt);
+    expect_contains(err.message, bad[i].field);
+    assert_int_equal(g.calls[FN_cuInit], calls);
+  }
+  fg_test_rmtree(dir);
+  free(dir);
+  expect_no_problems();
+}
+
 /* NVRTC 12.4 and newer compile with --split-compile=0 (every core), older
  * ones without the option they lack. */
 static void test_nvrtc_split_compile_by_version(void **state) {
@@ -2093,6 +2179,7 @@ int main(void) {
       FAULT_TEST(test_nvrtc_split_compile_by_version),
       FAULT_TEST(test_unknown_tune_key_refused),
       FAULT_TEST(test_environment_does_not_tune),
+      FAULT_TEST(test_device_query_reaches_the_planner),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),

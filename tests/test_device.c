@@ -1,0 +1,158 @@
+/* The device as an input of the plan (flowgen_options.device): each field
+ * the caller knows reaches the planner as spec.device, and only those; a
+ * field out of range is refused naming it; an H200's figures plan as no
+ * device at all (the runtime on an H200 builds the kernels that the CLI
+ * writes by default). */
+#include "support.h"
+
+#include "flowgen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what reaches the planner --------------------------------------------- */
+
+/* A template folder whose plan is one kernel and whose source shows
+ * spec.device as the planner got it: each field, then the keys of the
+ * table and of its clusters_at_once, in the sandbox's sorted order. */
+static int echo_setup(void **state) {
+  char *dir = fg_test_mkdtemp();
+  fg_test_write_template(
+      dir, "plan.lua",
+      "return function(spec)\n"
+      "  return {template = 'file.cut', variants = {{strategy = 'echo', symbol = 'echo_k',\n"
+      "    pack_symbol = 'echo_pack', min_batch = 0, max_batch = -1, block_threads = 32,\n"
+      "    rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,\n"
+      "    pack_threads = 32}}}\n"
+      "end\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local d = spec.device\n"
+      "| local keys, at_once = {}, {}\n"
+      "| for k in pairs(d) do keys[#keys + 1] = k end\n"
+      "| for k, v in pairs(d.clusters_at_once or {}) do at_once[#at_once + 1] = k .. '=' .. v end\n"
+      "sms=$(tostring(d.sms)) shared=$(tostring(d.shared_per_block)) "
+      "clusters=$(tostring(d.clusters)) at_once=$(table.concat(at_once, ',')) "
+      "keys=$(table.concat(keys, ','))\n");
+  *state = dir;
+  return 0;
+}
+
+static int echo_teardown(void **state) {
+  fg_test_rmtree(*state);
+  free(*state);
+  return 0;
+}
+
+static void expect_echo(const char *dir, const flowgen_device *device, const char *echo) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.template_dir = dir, .device = *device};
+  flowgen_kernel *k = NULL;
+  flowgen_error err;
+  if (flowgen_generate(&spec, &opts, &k, &err)) fail_msg("%s", err.message);
+  assert_string_equal(flowgen_kernel_source(k), echo);
+  flowgen_kernel_free(k);
+}
+
+static void test_known_fields_reach_the_planner(void **state) {
+  const char *dir = *state;
+  expect_echo(dir, &(flowgen_device){0},
+              "sms=nil shared=nil clusters=nil at_once= keys=\n");
+  expect_echo(dir, &(flowgen_device){.sms = 66},
+              "sms=66 shared=nil clusters=nil at_once= keys=sms\n");
+  expect_echo(dir, &(flowgen_device){.shared_per_block = 101376, .clusters = -1},
+              "sms=nil shared=101376 clusters=false at_once= keys=clusters,shared_per_block\n");
+  expect_echo(dir,
+              &(flowgen_device){.sms = 114, .shared_per_block = 232448, .clusters = 1,
+                                .clusters_at_once = {40, 26, 0, 3}},
+              "sms=114 shared=232448 clusters=true at_once=2=40,4=26,16=3 "
+              "keys=clusters,clusters_at_once,shared_per_block,sms\n");
+  /* No options: no device known. */
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *k = NULL;
+  flowgen_options only_dir = {.template_dir = dir};
+  assert_int_equal(flowgen_generate(&spec, &only_dir, &k, NULL), FLOWGEN_OK);
+  assert_string_equal(flowgen_kernel_source(k),
+                      "sms=nil shared=nil clusters=nil at_once= keys=\n");
+  flowgen_kernel_free(k);
+}
+
+/* ---- refused ---------------------------------------------------------------- */
+
+static void test_out_of_range_refused(void **state) {
+  (void)state;
+  static const struct {
+    flowgen_device device;
+    const char *field;
+  } bad[] = {
+      {{.sms = -1}, "device.sms: -1 is out of range"},
+      {{.sms = FLOWGEN_DEVICE_SMS_MAX + 1}, "device.sms: 65537"},
+      {{.shared_per_block = -1}, "device.shared_per_block"},
+      {{.shared_per_block = FLOWGEN_DEVICE_SHARED_MAX + 1}, "device.shared_per_block"},
+      {{.clusters = -2}, "device.clusters: -2"},
+      {{.clusters = 2}, "device.clusters: 2"},
+      {{.clusters_at_once = {0, 0, 0, -1}}, "device.clusters_at_once[3]"},
+      {{.clusters_at_once = {FLOWGEN_DEVICE_CLUSTERS_MAX + 1}}, "device.clusters_at_once[0]"},
+  };
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    flowgen_options opts = {.device = bad[i].device};
+    flowgen_kernel *k = (flowgen_kernel *)&spec; /* must become NULL */
+    flowgen_error err;
+    assert_int_equal(flowgen_generate(&spec, &opts, &k, &err), FLOWGEN_INVALID);
+    assert_null(k);
+    assert_int_equal(err.status, FLOWGEN_INVALID);
+    if (!strstr(err.message, bad[i].field))
+      fail_msg("expected '%s' in: %s", bad[i].field, err.message);
+  }
+}
+
+/* ---- an H200 ---------------------------------------------------------------- */
+
+/* What the runtime reports on an H200 gives the kernels of no device at
+ * all, for every precision, a large shape and the arch-specific target: a
+ * module that `flowgen cache warm` compiled without --sms is the one a
+ * sampler on an H200 looks up. */
+static void test_h200_plans_as_no_device(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    bool arch_specific;
+  } cases[] = {
+      {64, 256, FLOWGEN_PRECISION_FP32, false}, {64, 256, FLOWGEN_PRECISION_FP32, true},
+      {64, 256, FLOWGEN_PRECISION_TF32, true},  {64, 256, FLOWGEN_PRECISION_BF16, true},
+      {64, 256, FLOWGEN_PRECISION_FP16, false}, {128, 512, FLOWGEN_PRECISION_FP32, false},
+  };
+  const flowgen_options h200 = {.device = {.sms = 132, .shared_per_block = 232448, .clusters = 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = fg_test_spec(cases[i].dim, cases[i].hidden, 4, 90);
+    spec.precision = cases[i].precision;
+    spec.arch_specific = cases[i].arch_specific;
+    flowgen_kernel *none = NULL, *told = NULL;
+    flowgen_error err;
+    if (flowgen_generate(&spec, NULL, &none, &err) || flowgen_generate(&spec, &h200, &told, &err))
+      fail_msg("D=%d H=%d: %s", spec.dim, spec.hidden, err.message);
+    char *a = flowgen_kernel_describe(none), *b = flowgen_kernel_describe(told);
+    assert_string_equal(a, b);
+    assert_string_equal(flowgen_kernel_source(none), flowgen_kernel_source(told));
+    free(a);
+    free(b);
+    flowgen_kernel_free(none);
+    flowgen_kernel_free(told);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_known_fields_reach_the_planner, echo_setup,
+                                      echo_teardown),
+      cmocka_unit_test(test_out_of_range_refused),
+      cmocka_unit_test(test_h200_plans_as_no_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
