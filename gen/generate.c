@@ -141,6 +141,22 @@ static const char *raw_strdup(lua_State *L, const char *field) {
   return copy;
 }
 
+/* How each variant is launched, as templates/launch.lua describes it: a
+ * persistent grid is cooperative, served where its launch is refused by
+ * the first variant that is not one; clusters of more than 8 blocks need
+ * the non-portable opt-in. */
+static void describe_launches(flowgen_kernel *k) {
+  int fallback = -1;
+  for (int i = 0; i < k->variant_count && fallback < 0; ++i)
+    if (k->variants[i].grid_blocks_per_sm == 0) fallback = i;
+  for (int i = 0; i < k->variant_count; ++i) {
+    flowgen_variant *v = &k->variants[i];
+    v->cooperative = v->grid_blocks_per_sm > 0;
+    v->fallback = v->cooperative ? fallback : -1;
+    v->nonportable_cluster = v->cluster_blocks > 8;
+  }
+}
+
 static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
                                     flowgen_error *err) {
   int count = (int)lua_rawlen(L, -1);
@@ -174,6 +190,7 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
                      "configuration",
                      i + 1);
   }
+  describe_launches(k);
   return FLOWGEN_OK;
 }
 
@@ -466,9 +483,10 @@ const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *k,
 
 /* ---- describe -------------------------------------------------------------- */
 
+/* fallback: an index into "variants", or -1. */
 static json_t *variant_json(const flowgen_variant *v) {
   return json_pack(
-      "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:i, s:I, s:I, s:s}",
+      "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:i, s:I, s:I, s:s, s:b, s:i, s:b}",
       "strategy", v->strategy, "symbol", v->symbol, "pack_symbol",
       v->pack_symbol, "min_batch", (json_int_t)v->min_batch, "max_batch",
       (json_int_t)v->max_batch, "block", "x", v->block_threads, "y", 1, "z", 1,
@@ -477,8 +495,10 @@ static json_t *variant_json(const flowgen_variant *v) {
       "shared_bytes", (json_int_t)v->shared_bytes, "params_bytes",
       (json_int_t)v->params_bytes, "grid",
       v->grid_blocks_per_sm > 0
-          ? "x = SMs * grid_blocks_per_sm, cooperative"
-          : "x = ceil(batch / rows_per_block) * cluster_blocks");
+          ? "x = SMs * grid_blocks_per_sm"
+          : "x = ceil(batch / rows_per_block) * cluster_blocks",
+      "cooperative", v->cooperative, "fallback", v->fallback,
+      "nonportable_cluster", v->nonportable_cluster);
 }
 
 char *flowgen_kernel_describe(const flowgen_kernel *k) {

@@ -170,7 +170,9 @@ typedef struct flowgen_options {
   flowgen_device device;      /* the GPU to plan for; zeroed = an H200 */
 } flowgen_options;
 
-/* One kernel entry point of the generated source. */
+/* One kernel entry point of the generated source and how it is launched:
+ * the one launch description that the generated host launcher and the
+ * runtime both follow. */
 typedef struct flowgen_variant {
   const char *strategy;       /* "tiled", ... */
   const char *symbol;         /* extern "C" __global__ sampling kernel */
@@ -183,15 +185,21 @@ typedef struct flowgen_variant {
   int cluster_blocks;         /* thread-block cluster size (1 = none);
                                  grid.x = ceil(B / rows_per_block) * cluster_blocks */
   int grid_blocks_per_sm;     /* > 0: a persistent grid instead, grid.x = this
-                                 times the device's SMs, launched cooperatively
-                                 (all blocks resident; they meet at grid
-                                 barriers); its launches use the scratch area
-                                 in params and must not overlap each other.
-                                 Refused (too few SMs free), the first variant
-                                 with 0 here serves the batch instead */
+                                 times the device's SMs (cooperative) */
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */
   int pack_threads;           /* blockDim.x of the packing kernel */
+  bool cooperative;           /* a cooperative launch: every block resident
+                                 at once (the persistent grids, whose blocks
+                                 meet at grid barriers); such launches use
+                                 the scratch area in params and must not
+                                 overlap each other */
+  int fallback;               /* cooperative: the index of the variant that
+                                 serves the batch where the launch is refused
+                                 (fewer SMs free than the device has: MPS,
+                                 green contexts); -1 for the others */
+  bool nonportable_cluster;   /* clusters of more than 8 blocks: the
+                                 non-portable cluster size opt-in */
 } flowgen_variant;
 
 typedef struct flowgen_kernel flowgen_kernel;

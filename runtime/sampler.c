@@ -213,7 +213,7 @@ static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
   for (int i = 0; i < n && !st; ++i) {
     const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
     st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->functions[i], m->module, v->symbol));
-    if (!st && v->cluster_blocks > 8)
+    if (!st && v->nonportable_cluster)
       st = FG_CU(err, rt->cu->cuFuncSetAttribute(
                           m->functions[i],
                           CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
@@ -412,16 +412,17 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, CUdeviceptr 
   flowrt_runtime *rt = s->rt;
   int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
   if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->figures.sms * v->grid_blocks_per_sm;
-  /* A cluster launch, or a cooperative one (a persistent grid whose blocks
-   * must all be resident at once). */
-  CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
-  attr.value.clusterDim.x = (unsigned)v->cluster_blocks;
-  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
-  if (v->grid_blocks_per_sm > 0) {
-    attr = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
-    attr.value.cooperative = 1;
+  /* A cooperative launch (every block resident at once), else a cluster
+   * launch where the blocks make clusters, as the variant's launch
+   * description says and the generated host launcher does. */
+  CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+  attr.value.cooperative = 1;
+  if (!v->cooperative) {
+    attr = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    attr.value.clusterDim.x = (unsigned)v->cluster_blocks;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
   }
-  bool with_attr = v->cluster_blocks > 1 || v->grid_blocks_per_sm > 0;
+  bool with_attr = v->cooperative || v->cluster_blocks > 1;
   CUlaunchConfig cfg = {.gridDimX = (unsigned)blocks, .gridDimY = 1, .gridDimZ = 1,
                         .blockDimX = (unsigned)v->block_threads,
                         .blockDimY = 1, .blockDimZ = 1,
@@ -455,15 +456,12 @@ flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
   if (st) return st;
   CUresult result = launch(s, v, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
   /* Where fewer SMs are ours than the device has (MPS, green contexts), a
-   * persistent grid cannot be resident at once: the first variant that is
-   * not a grid serves the batch instead (every variant serves any batch;
-   * the ranges are for speed), as in the generated host launcher. */
-  if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && v->grid_blocks_per_sm > 0) {
-    const flowgen_variant *next = flowgen_kernel_variant(k, 0);
-    const flowgen_variant *end = next + flowgen_kernel_variant_count(k);
-    while (next < end && next->grid_blocks_per_sm > 0) ++next;
-    if (next < end) result = launch(s, next, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
-  }
+   * cooperative grid cannot be resident at once: its fallback serves the
+   * batch instead (every variant serves any batch; the ranges are for
+   * speed), as in the generated host launcher. */
+  const flowgen_variant *fallback = v->cooperative ? flowgen_kernel_variant(k, v->fallback) : NULL;
+  if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && fallback)
+    result = launch(s, fallback, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
   st = fg_cuda_check(result, "cuLaunchKernelEx", err);
   pop_ctx(rt);
   return st;

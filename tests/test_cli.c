@@ -239,6 +239,42 @@ static void test_describe(void **state) {
   cli_free(&r);
 }
 
+/* --describe gives each variant's launch description: a persistent grid
+ * is a cooperative launch whose fallback (an index into "variants") is a
+ * variant that is not one; clusters of 9 to 16 blocks are non-portable. */
+static void test_describe_launches(void **state) {
+  (void)state;
+  cli_result r = flowgen("--describe --dim 128 --hidden 512");
+  assert_int_equal(r.code, 0);
+  json_error_t jerr;
+  json_t *root = json_loads(r.out, 0, &jerr);
+  if (!root) fail_msg("--describe is not JSON: %s", jerr.text);
+  json_t *variants = json_object_get(root, "variants");
+  int cooperative = 0;
+  for (size_t i = 0; i < json_array_size(variants); ++i) {
+    json_t *v = json_array_get(variants, i);
+    json_t *coop = json_object_get(v, "cooperative"), *fallback = json_object_get(v, "fallback"),
+           *nonportable = json_object_get(v, "nonportable_cluster");
+    if (!json_is_boolean(coop) || !json_is_integer(fallback) || !json_is_boolean(nonportable))
+      fail_msg("variant %zu lacks its launch description: %s", i, r.out);
+    json_int_t per_sm = json_integer_value(json_object_get(v, "grid_blocks_per_sm"));
+    json_int_t blocks = json_integer_value(json_object_get(v, "cluster_blocks"));
+    json_int_t index = json_integer_value(fallback);
+    assert_int_equal(json_is_true(coop), per_sm > 0);
+    assert_int_equal(json_is_true(nonportable), blocks > 8);
+    if (json_is_true(coop)) {
+      ++cooperative;
+      assert_true(index >= 0 && (size_t)index < json_array_size(variants));
+      assert_true(json_is_false(json_object_get(json_array_get(variants, (size_t)index), "cooperative")));
+    } else {
+      assert_int_equal(index, -1);
+    }
+  }
+  assert_true(cooperative >= 1); /* the grid strategy's small batches */
+  json_decref(root);
+  cli_free(&r);
+}
+
 /* --sms and --shared-per-block describe another GPU to the planner; an
  * H200's figures plan as none. */
 static void test_device_flags(void **state) {
@@ -468,6 +504,7 @@ int main(void) {
       T(test_deterministic_across_runs),
       T(test_equals_form),
       T(test_describe),
+      T(test_describe_launches),
       T(test_device_flags),
       T(test_emit_ptx_and_cubin),
       T(test_help_and_version),
