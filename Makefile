@@ -51,7 +51,12 @@ TEMPLATES := $(sort $(wildcard templates/*.lua templates/*.cut))
 ENGINE   := gen/engine.lua
 
 TEST_SRC := $(wildcard tests/test_*.c)
-TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# The slowest first: tests/run.sh starts them in this order, two or more at
+# a time, and `make test` takes as long as the busiest of its workers.
+SLOW_TESTS := test_nvrtc test_faults test_alloc_faults test_cache_load test_examples
+TESTS    := $(patsubst %,$(BUILD)/tests/%,$(SLOW_TESTS)) \
+            $(filter-out $(patsubst %,$(BUILD)/tests/%,$(SLOW_TESTS)), \
+              $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
 .PHONY: all lib cli tests test test-gpu check-layers bench probe launcher-bench demo deps asan valgrind fuzz fuzz-build \
