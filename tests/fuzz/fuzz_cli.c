@@ -70,6 +70,7 @@ static void parse_arguments(char **words, size_t count) {
   FUZZ_CHECK(a.output != NULL && a.output[0] != '\0');
   FUZZ_CHECK(a.emit == FG_CLI_EMIT_CU || a.emit == FG_CLI_EMIT_PTX ||
              a.emit == FG_CLI_EMIT_CUBIN);
+  FUZZ_CHECK(fg_device_check(&a.opts.device, "device", &err) == FLOWGEN_OK);
 }
 
 static void parse_sample_arguments(char **words, size_t count) {
@@ -91,6 +92,7 @@ static void parse_sample_arguments(char **words, size_t count) {
   FUZZ_CHECK(a.png_columns >= 0 && a.png_columns <= 1000 && a.png_scale >= 0 && a.png_scale <= 64);
   FUZZ_CHECK(a.device == FG_CLI_DEVICE_AUTO || a.device == FG_CLI_DEVICE_GPU ||
              a.device == FG_CLI_DEVICE_CPU);
+  FUZZ_CHECK(fg_device_check(&a.opts.device, "device", &err) == FLOWGEN_OK);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
