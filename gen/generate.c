@@ -141,20 +141,23 @@ static const char *raw_strdup(lua_State *L, const char *field) {
   return copy;
 }
 
-/* How each variant is launched, as templates/launch.lua describes it: a
- * persistent grid is cooperative, served where its launch is refused by
- * the first variant that is not one; clusters of more than 8 blocks need
- * the non-portable opt-in. */
-static void describe_launches(flowgen_kernel *k) {
-  int fallback = -1;
-  for (int i = 0; i < k->variant_count && fallback < 0; ++i)
-    if (k->variants[i].grid_blocks_per_sm == 0) fallback = i;
-  for (int i = 0; i < k->variant_count; ++i) {
-    flowgen_variant *v = &k->variants[i];
-    v->cooperative = v->grid_blocks_per_sm > 0;
-    v->fallback = v->cooperative ? fallback : -1;
-    v->nonportable_cluster = v->cluster_blocks > 8;
-  }
+static bool raw_bool(lua_State *L, const char *field) {
+  lua_pushstring(L, field);
+  lua_rawget(L, -2);
+  bool b = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return b;
+}
+
+/* The launch description (templates/launch.lua) holds together: a
+ * persistent grid is launched cooperatively, a cooperative variant has a
+ * fallback that is not one, a cluster of more than 8 blocks has the
+ * non-portable opt-in.  Else the launch would fail on the device. */
+static bool launch_holds(const flowgen_kernel *k, const flowgen_variant *v) {
+  if (v->grid_blocks_per_sm > 0 && !v->cooperative) return false;
+  if (v->cooperative != (v->fallback >= 0)) return false;
+  if (v->cooperative && k->variants[v->fallback].cooperative) return false;
+  return v->cluster_blocks <= 8 || v->nonportable_cluster;
 }
 
 static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
@@ -181,6 +184,9 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
     v->params_bytes = (size_t)raw_int(L, "params_bytes", 0, LUA_MAXINTEGER, &ok);
     v->pack_threads = (int)raw_int(L, "pack_threads", 1, 1024, &ok);
     v->grid_blocks_per_sm = (int)raw_int(L, "grid_blocks_per_sm", 0, 32, &ok);
+    v->cooperative = raw_bool(L, "cooperative");
+    v->fallback = (int)raw_int(L, "fallback", 0, count, &ok) - 1; /* 1-based there */
+    v->nonportable_cluster = raw_bool(L, "nonportable_cluster");
     lua_pop(L, 1);
     if (!v->strategy || !v->symbol || !v->pack_symbol)
       return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
@@ -190,7 +196,12 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
                      "configuration",
                      i + 1);
   }
-  describe_launches(k);
+  for (int i = 0; i < count; ++i)
+    if (!launch_holds(k, &k->variants[i]))
+      return fg_fail(err, FLOWGEN_TEMPLATE,
+                     "plan.lua: variants[%d]'s launch description does not hold "
+                     "(cooperative, fallback, nonportable_cluster)",
+                     i + 1);
   return FLOWGEN_OK;
 }
 

@@ -1912,6 +1912,67 @@ static void test_device_query_reaches_the_planner(void **state) {
   expect_no_problems();
 }
 
+/* ---- the launch description ----------------------------------------------- */
+
+/* The runtime launches as each variant's description says rather than
+ * deriving it from the launch shape: here a persistent grid whose fallback
+ * is the last variant (not the first that is not a grid), and that one a
+ * cluster of 16 blocks, with the non-portable opt-in it asks for. */
+static void test_launch_follows_the_description(void **state) {
+  (void)state;
+  char *dir = fg_test_mkdtemp();
+  fg_test_write_template(
+      dir, "plan.lua",
+      "local function variant(symbol, fields)\n"
+      "  local v = {strategy = symbol, symbol = symbol, pack_symbol = 'echo_pack',\n"
+      "    min_batch = 0, max_batch = -1, block_threads = 32, rows_per_block = 1,\n"
+      "    cluster_blocks = 1, shared_bytes = 0, params_bytes = 4, pack_threads = 32}\n"
+      "  for k, x in pairs(fields) do v[k] = x end\n"
+      "  return v\n"
+      "end\n"
+      "return function(spec)\n"
+      "  return {template = 'file.cut', variants = {\n"
+      "    variant('echo_grid', {grid_blocks_per_sm = 1, cooperative = true, fallback = 3}),\n"
+      "    variant('echo_a', {}),\n"
+      "    variant('echo_b', {rows_per_block = 2, cluster_blocks = 16,\n"
+      "                       nonportable_cluster = true})}}\n"
+      "end\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| for _, name in ipairs({'echo_grid', 'echo_a', 'echo_b'}) do\n"
+      "extern \"C\" __global__ void $(name)(const float *x0, float *x, long long rows,\n"
+      "                                   const float *params) {}\n"
+      "| end\n"
+      "extern \"C\" __global__ void echo_pack(const float *w1, const float *b1,\n"
+      "    const float *w2, const float *b2, const float *w3, const float *b3,\n"
+      "    float *params) {}\n");
+  nv.stand_in = true;
+  g.cooperative_max = 100; /* 132 SMs, room for 100 blocks: the grid is refused */
+  scenario sc;
+  scenario_init(&sc, small_weights);
+  sc.opts.disk_cache = 0;
+  sc.opts.template_dir = dir;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  const flowgen_variant *grid = flowgen_kernel_variant(k, 0), *last = flowgen_kernel_variant(k, 2);
+  assert_true(grid->cooperative);
+  assert_int_equal(grid->fallback, 2);
+  assert_false(flowgen_kernel_variant(k, 1)->nonportable_cluster);
+  assert_true(last->nonportable_cluster);
+  assert_int_equal(flowgen_kernel_pick(k, HOST_BATCH), grid);
+  int calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls + 2); /* refused, then the fallback */
+  const fake_launch *l = &g.launches[g.nlaunches - 1];
+  expect_launch(l, last, HOST_BATCH, l->in, l->in);
+  assert_false(l->cooperative);
+  scenario_finish(&sc);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
 /* NVRTC 12.4 and newer compile with --split-compile=0 (every core), older
  * ones without the option they lack. */
 static void test_nvrtc_split_compile_by_version(void **state) {
@@ -2180,6 +2241,7 @@ int main(void) {
       FAULT_TEST(test_unknown_tune_key_refused),
       FAULT_TEST(test_environment_does_not_tune),
       FAULT_TEST(test_device_query_reaches_the_planner),
+      FAULT_TEST(test_launch_follows_the_description),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),

@@ -76,9 +76,14 @@ static void plan_lines(text *t, const flowgen_spec *spec, const char *template_d
     char range[64];
     if (v->max_batch < 0) snprintf(range, sizeof range, "%lld-", (long long)v->min_batch);
     else snprintf(range, sizeof range, "%lld-%lld", (long long)v->min_batch, (long long)v->max_batch);
-    append(t, "%-30s %-12s %-12s block %4d rows %3d cluster %2d shared %6zu params %9zu grid/SM %d\n",
+    char launch[96] = "";
+    if (v->cooperative)
+      snprintf(launch, sizeof launch, " cooperative, fallback %s",
+               flowgen_kernel_variant(k, v->fallback)->strategy);
+    if (v->nonportable_cluster) snprintf(launch, sizeof launch, " non-portable cluster");
+    append(t, "%-30s %-12s %-12s block %4d rows %3d cluster %2d shared %6zu params %9zu grid/SM %d%s\n",
            head, v->strategy, range, v->block_threads, v->rows_per_block, v->cluster_blocks,
-           v->shared_bytes, v->params_bytes, v->grid_blocks_per_sm);
+           v->shared_bytes, v->params_bytes, v->grid_blocks_per_sm, launch);
   }
   flowgen_kernel_free(k);
 }
@@ -93,7 +98,8 @@ static void build_table(text *t) {
   fg_test_write_template(dir, "file.cut", "| -- the plan only (tests/test_plan.c)\n");
   append(t, "# The plan of each spec (S=32): tests/test_plan.c; FLOWGEN_UPDATE_GOLDEN=1 rewrites it.\n"
             "# spec: strategy, batches, block threads, samples a block (a cluster), cluster blocks,\n"
-            "# dynamic shared bytes, packed weight bytes, blocks a SM of a persistent grid (0: none)\n");
+            "# dynamic shared bytes, packed weight bytes, blocks a SM of a persistent grid (0: none),\n"
+            "# how it is launched where not plainly (cooperative and its fallback, non-portable cluster)\n");
   for (size_t s = 0; s < COUNT(shapes); ++s)
     for (size_t p = 0; p < COUNT(precisions); ++p)
       for (size_t a = 0; a < COUNT(archs); ++a)
