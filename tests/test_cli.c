@@ -275,17 +275,47 @@ static void test_describe_launches(void **state) {
   cli_free(&r);
 }
 
-/* --sms and --shared-per-block describe another GPU to the planner; an
- * H200's figures plan as none. */
+/* "strategy min-max ..." of a --describe. */
+static void ranges_of(const char *json, char *out, size_t size) {
+  json_error_t jerr;
+  json_t *root = json_loads(json, 0, &jerr);
+  if (!root) fail_msg("--describe is not JSON: %s", jerr.text);
+  json_t *variants = json_object_get(root, "variants");
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < json_array_size(variants); ++i) {
+    json_t *v = json_array_get(variants, i);
+    int n = snprintf(out + used, size - used, "%s %lld-%lld ",
+                     json_string_value(json_object_get(v, "strategy")),
+                     (long long)json_integer_value(json_object_get(v, "min_batch")),
+                     (long long)json_integer_value(json_object_get(v, "max_batch")));
+    assert_true(n > 0 && (size_t)n < size - used);
+    used += (size_t)n;
+  }
+  json_decref(root);
+}
+
+/* --sms and --shared-per-block describe another GPU to the planner: 66
+ * SMs move the batch ranges of the grid strategy's plan; an H200's figures
+ * plan as none. */
 static void test_device_flags(void **state) {
   (void)state;
-  cli_result plain = flowgen("--describe");
-  cli_result h200 = flowgen("--describe --sms 132 --shared-per-block=232448");
+  cli_result plain = flowgen("--describe --dim 128 --hidden 512");
+  cli_result h200 = flowgen("--describe --dim 128 --hidden 512 --sms 132 --shared-per-block=232448");
+  cli_result fewer = flowgen("--describe --dim 128 --hidden 512 --sms 66");
   assert_int_equal(plain.code, 0);
   assert_int_equal(h200.code, 0);
+  assert_int_equal(fewer.code, 0);
   assert_string_equal(plain.out, h200.out);
+  char a[4096], b[4096];
+  ranges_of(plain.out, a, sizeof a);
+  ranges_of(fewer.out, b, sizeof b);
+  if (strcmp(a, b) == 0) fail_msg("--sms 66 plans as 132: %s", a);
+  if (!strstr(a, "grid_b1 0-1 ") || !strstr(b, "grid_b1 0-1 "))
+    fail_msg("not the grid strategy's plan: %s / %s", a, b);
   cli_free(&plain);
   cli_free(&h200);
+  cli_free(&fewer);
 }
 
 static void test_emit_ptx_and_cubin(void **state) {

@@ -823,8 +823,8 @@ static void test_cache_warm_tune(void **state) {
  * them into the runtime's options. */
 static void test_sample_parses_generation_options(void **state) {
   (void)state;
-  char *argv[] = {"sample",          "-o", "x.npy", "--tune", "tiled.stages=3", "--template-dir=t",
-                  "--sms",           "66", "--shared-per-block=101376", NULL};
+  char *argv[] = {"sample", "-o", "x.npy", "--tune", "tiled.stages=3", "--template-dir=t",
+                  "--sms", "66", "--shared-per-block=101376", NULL};
   fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
   assert_int_equal(fg_cli_parse_sample(9, argv, &a), -1);

@@ -111,6 +111,59 @@ static void test_out_of_range_refused(void **state) {
   }
 }
 
+/* ---- the plan follows ------------------------------------------------------- */
+
+/* "strategy min-max ..." of spec's plan on device (the strategies alone
+ * without ranges). */
+static char *chain(const flowgen_spec *spec, const flowgen_device *device, bool ranges) {
+  flowgen_options opts = {.device = *device};
+  flowgen_kernel *k = NULL;
+  flowgen_error err;
+  if (flowgen_generate(spec, &opts, &k, &err)) fail_msg("%s", err.message);
+  size_t size = 4096, used = 0;
+  char *text = calloc(1, size);
+  assert_non_null(text);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    int n = ranges ? snprintf(text + used, size - used, "%s%s %lld-%lld", i ? " " : "",
+                              v->strategy, (long long)v->min_batch, (long long)v->max_batch)
+                   : snprintf(text + used, size - used, "%s%s", i ? " " : "", v->strategy);
+    assert_true(n > 0 && (size_t)n < size - used);
+    used += (size_t)n;
+  }
+  flowgen_kernel_free(k);
+  return text;
+}
+
+/* Fewer SMs move the batch ranges (the grid strategy's neighbours, here;
+ * the same strategies); less shared memory per block, or no clusters,
+ * change the chain itself. */
+static void test_device_changes_the_plan(void **state) {
+  (void)state;
+  flowgen_spec grid = fg_test_spec(128, 512, 32, 90);
+  const flowgen_device none = {0}, fewer_sms = {.sms = 66};
+  char *h200 = chain(&grid, &none, true), *fewer = chain(&grid, &fewer_sms, true);
+  if (strcmp(h200, fewer) == 0) fail_msg("66 SMs plan as 132: %s", h200);
+  free(fewer);
+  free(h200);
+  h200 = chain(&grid, &none, false);
+  fewer = chain(&grid, &fewer_sms, false);
+  assert_string_equal(h200, fewer);
+  free(fewer);
+  free(h200);
+
+  flowgen_spec spec = fg_test_spec(64, 256, 32, 90);
+  h200 = chain(&spec, &none, true);
+  char *small = chain(&spec, &(flowgen_device){.shared_per_block = 101376}, true);
+  char *flat = chain(&spec, &(flowgen_device){.clusters = -1}, true);
+  if (strcmp(h200, small) == 0) fail_msg("99 KB of shared memory plans as 227 KB: %s", h200);
+  if (!strstr(h200, "cluster4_") || strstr(flat, "cluster4_"))
+    fail_msg("no clusters should leave out the cluster kernel: %s / %s", h200, flat);
+  free(h200);
+  free(small);
+  free(flat);
+}
+
 /* ---- an H200 ---------------------------------------------------------------- */
 
 /* What the runtime reports on an H200 gives the kernels of no device at
@@ -152,6 +205,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_known_fields_reach_the_planner, echo_setup,
                                       echo_teardown),
       cmocka_unit_test(test_out_of_range_refused),
+      cmocka_unit_test(test_device_changes_the_plan),
       cmocka_unit_test(test_h200_plans_as_no_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
