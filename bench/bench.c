@@ -525,7 +525,7 @@ static void parse(int argc, char **argv, options *o) {
         o->precisions[o->precision_count++] = tmp.precision;
       }
     } else if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
-      o->tune = argv[++i];
+      o->tune = *argv[++i] ? argv[i] : NULL; /* "": the plan as it is */
     } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
       o->batch_count = 0;
       for (char *p = strtok(argv[++i], ","); p && o->batch_count < 32; p = strtok(NULL, ","))

@@ -5,7 +5,9 @@
 # where the static Lua and jansson are).  Results land in $OUT (or
 # ./device-out).
 # usage: sh bench/device_round.sh [tests|gpu|gpu-programs|check|cluster-sanitize|sanitize|bench|precisions|sweep|grid|gemm|gemm-tune|large|tune|tune-tests|wgmma|rmma|probe|profile|steps|small|wgstream|wgstream3|rmma3|digits|all]...
-# FLOWGEN_TUNE: the planner's overrides (docs/tuning.md).
+# Planner overrides (docs/tuning.md) go to build/bench and build/sanitize as
+# --tune, to test_gpu_sample as FLOWGEN_TEST_TUNE; no environment variable
+# tunes the library.
 #   tests     the GPU tests (FLOWGEN_REQUIRE_GPU=1: none may skip)
 #   gpu       test_gpu_sample one test at a time, those named in $GPU_TESTS
 #             (default: all, in order; a cold round of them takes more
@@ -26,7 +28,7 @@
 #             and PyTorch in each precision beside it (PYTORCH_BATCHES);
 #             sh bench/plot.sh out.png precisions.json pytorch-*.json
 #             plots them
-#   tune      the matrix-unit kernel's dials (FLOWGEN_TUNE=mma.*) at
+#   tune      the matrix-unit kernel's dials (--tune mma.*) at
 #             B=65536 and B=1000 in fp32, tf32 and bf16, and the tiled
 #             kernels' (tiles in flight, tile depth, cluster split) at B=1
 #             and 64 on shapes with large weights (tiled.*)
@@ -51,7 +53,7 @@
 #             B = 8, 1000 and 65536; D=128 and 512, H=512 at 2048 and 65536
 #   wgmma     the wgmma variants (bf16, fp16 on sm_90a): their GPU tests, bf16
 #             and fp16 at the default shape beside the mma kernel
-#             (FLOWGEN_TUNE=skip=wgmma64:wgmma), with 64 outputs a wgmma
+#             (--tune skip=wgmma64:wgmma), with 64 outputs a wgmma
 #             (wgmma.n=64), the one-warpgroup variant from B=73 to 8448
 #             beside mma16 (skip=rmma and skip=rmma:wgmma64),
 #             compute-sanitizer over each
@@ -121,7 +123,7 @@ sanitizer() {
   tail -n 3 "$out/$s_name-$s_tool.log"
 }
 # filtered_tests NAME PATTERN: test_gpu_sample's tests whose names match
-# PATTERN (under the caller's FLOWGEN_TUNE, if any), log in
+# PATTERN (under the caller's FLOWGEN_TEST_TUNE, if any), log in
 # $out/NAME-tests.log.
 filtered_tests() {
   echo "$2"
@@ -130,15 +132,15 @@ filtered_tests() {
   grep -E '^# |FAILED|PASSED' "$out/$1-tests.log"
 }
 # time_tunes NAME PRECISIONS BATCHES TUNE...: build/bench at the default
-# shape (or $TUNE_SHAPES) under each FLOWGEN_TUNE (an empty one: the plan as
+# shape (or $TUNE_SHAPES) under each --tune (an empty one: the plan as
 # it is), the lines also in $out/NAME.txt; each under TUNE_TIMEOUT seconds
 # (default 120).
 time_tunes() {
   t_name=$1 t_precisions=$2 t_batches=$3
   shift 3
   for t in "$@"; do
-    echo "FLOWGEN_TUNE=$t"
-    FLOWGEN_TUNE=$t timeout "${TUNE_TIMEOUT:-120}" build/bench --quick --no-startup --no-baseline --precisions "$t_precisions" \
+    echo "--tune $t"
+    timeout "${TUNE_TIMEOUT:-120}" build/bench --tune "$t" --quick --no-startup --no-baseline --precisions "$t_precisions" \
       --shapes "${TUNE_SHAPES:-64,256,32}" --batches "$t_batches" 2>&1 | grep 'B=' | tee -a "$out/$t_name.txt" || status=1
   done
 }
@@ -208,26 +210,26 @@ for what in "$@"; do
     : > "$out/tune.txt"
     for t in "" mma.stages=2 mma.chunk=16 mma.chunk=64 mma.rows=32 mma.rows=32,mma.per_sm=2 \
              mma.rows=32,mma.chunk=16,mma.per_sm=2 mma.rows=16,mma.per_sm=2; do
-      echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
-      FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
+      echo "--tune $t" >> "$out/tune.txt"
+      build/bench --tune "$t" --quick --no-startup --no-baseline --precisions fp32,tf32,bf16 \
         --shapes 64,256,32 --batches 1000,65536 >> "$out/tune.txt" 2>&1 || status=1
     done
     for t in "" tiled.chunk=128 tiled.stages=3 tiled.stages=4 tiled.stages=4,tiled.chunk=64 \
              tiled.stages=6,tiled.chunk=64 tiled.blocks=4; do
-      echo "FLOWGEN_TUNE=$t" >> "$out/tune.txt"
-      FLOWGEN_TUNE=$t build/bench --quick --no-startup --no-baseline \
+      echo "--tune $t" >> "$out/tune.txt"
+      build/bench --tune "$t" --quick --no-startup --no-baseline \
         --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32" --batches 1,64 \
         >> "$out/tune.txt" 2>&1 || status=1
     done
-    grep -E 'TUNE|B=' "$out/tune.txt" ;;
+    grep -E 'tune|B=' "$out/tune.txt" ;;
   large)
     shapes=${LARGE_SHAPES:-128,512,32;512,512,32;1024,1024,32;512,2048,32}
     batches=${LARGE_BATCHES:-2048,4096,65536}
     timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline --shapes "$shapes" \
       --batches $batches --json "$out/large.json" > "$out/large.txt" 2>&1 || status=1
     grep 'B=' "$out/large.txt"
-    echo "FLOWGEN_TUNE=skip=mma16:mma (gemm instead of mma at H=512)"
-    FLOWGEN_TUNE=skip=mma16:mma timeout 100 build/bench --quick --no-startup --no-baseline \
+    echo "--tune skip=mma16:mma (gemm instead of mma at H=512)"
+    timeout 100 build/bench --tune skip=mma16:mma --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32" --batches 65536 2>&1 | grep 'B=' || status=1
     if have_torch; then
       timeout "${LARGE_TIMEOUT:-280}" python3 bench/pytorch_baseline.py --quick --shapes "$shapes" \
@@ -236,10 +238,10 @@ for what in "$@"; do
     fi ;;
   tune-tests)
     for t in tiled.stages=4,tiled.chunk=64 tiled.stages=3; do
-      FLOWGEN_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \
+      FLOWGEN_TEST_TUNE=$t FLOWGEN_REQUIRE_GPU=1 build/tests/test_gpu_sample > "$out/tune-tests-$t.log" 2>&1 \
         && echo "tune-tests $t: test_gpu_sample passed" || { echo "tune-tests $t: FAILED"; status=1; }
-      FLOWGEN_TUNE=$t timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool memcheck --error-exitcode 1 \
-        build/sanitize > "$out/tune-sanitize-$t.log" 2>&1 \
+      timeout "${SANITIZE_TIMEOUT:-600}" "$cs" --tool memcheck --error-exitcode 1 \
+        build/sanitize --tune "$t" > "$out/tune-sanitize-$t.log" 2>&1 \
         && echo "tune-tests $t: memcheck clean" || { echo "tune-tests $t: memcheck FAILED"; status=1; }
     done ;;
   grid)
@@ -250,8 +252,8 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do sanitizer grid $tool --light --only grid; done ;;
   gemm)
     for t in "" gemm.per_sm=2,gemm.rows=32; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t filtered_tests "gemm-${t:-default}" 'test_gemm_*'
+      echo "--tune $t"
+      FLOWGEN_TEST_TUNE=$t filtered_tests "gemm-${t:-default}" 'test_gemm_*'
     done
     timeout "${LARGE_TIMEOUT:-280}" build/bench --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32;1024,1024,32;512,2048,32;1024,4096,32" --batches 4096,65536 \
@@ -259,17 +261,17 @@ for what in "$@"; do
     for tool in memcheck racecheck synccheck; do sanitizer gemm $tool --light --only gemm; done ;;
   gemm-tune)
     shapes="128,512,32;512,512,32;1024,1024,32;512,2048,32"
-    echo "FLOWGEN_TUNE=gemm.per_sm=2,gemm.rows=32"
-    FLOWGEN_TUNE=gemm.per_sm=2,gemm.rows=32 timeout 250 build/bench --quick --no-startup --no-baseline \
+    echo "--tune gemm.per_sm=2,gemm.rows=32"
+    timeout 250 build/bench --tune gemm.per_sm=2,gemm.rows=32 --quick --no-startup --no-baseline \
       --shapes "$shapes;1024,4096,32" --batches 4096,65536 --json "$out/gemm-gblocks2-gmt1.json" \
       2>&1 | grep 'B=' || status=1
-    echo "FLOWGEN_TUNE=skip=mma16:mma,gemm.per_sm=2,gemm.rows=32"
-    FLOWGEN_TUNE=skip=mma16:mma,gemm.per_sm=2,gemm.rows=32 timeout 60 build/bench --quick --no-startup --no-baseline \
+    echo "--tune skip=mma16:mma,gemm.per_sm=2,gemm.rows=32"
+    timeout 60 build/bench --tune skip=mma16:mma,gemm.per_sm=2,gemm.rows=32 --quick --no-startup --no-baseline \
       --shapes "128,512,32;512,512,32" --batches 65536 --json "$out/gemm-nomma.json" \
       2>&1 | grep 'B=' || status=1
     for t in gemm.per_sm=2 gemm.rows=128 gemm.chunk=64; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline \
+      echo "--tune $t"
+      timeout 100 build/bench --tune "$t" --quick --no-startup --no-baseline \
         --shapes "$shapes" --batches 4096 --json "$out/gemm-$(echo "$t" | tr =,. ___).json" 2>&1 | grep 'B=' || status=1
     done ;;
   check)
@@ -284,13 +286,13 @@ for what in "$@"; do
   wgmma)
     filtered_tests wgmma 'test_wgmma_*'
     for t in skip=wgmma64:wgmma "" wgmma.n=64; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 120 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
+      echo "--tune $t"
+      timeout 120 build/bench --tune "$t" --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 8,1000,65536,1048576 2>&1 | grep 'B=' || status=1
     done
     for t in skip=rmma skip=rmma:wgmma64; do  # the one-warpgroup variant, and mma16 with one wave of wgmma
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 100 build/bench --quick --no-startup --no-baseline --precisions bf16 \
+      echo "--tune $t"
+      timeout 100 build/bench --tune "$t" --quick --no-startup --no-baseline --precisions bf16 \
         --shapes 64,256,32 --batches 73,256,1000,2112,2113,4096,8448 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
@@ -299,14 +301,14 @@ for what in "$@"; do
   rmma)
     filtered_tests rmma 'test_rmma_*'
     for t in skip=rmma "" rmma=:8448; do
-      echo "FLOWGEN_TUNE=$t"
-      FLOWGEN_TUNE=$t timeout 150 build/bench --quick --no-startup --no-baseline --precisions bf16,fp16 \
+      echo "--tune $t"
+      timeout 150 build/bench --tune "$t" --quick --no-startup --no-baseline --precisions bf16,fp16 \
         --shapes 64,256,32 --batches 1,8,64,256,1000,2112,4224,8448 2>&1 | grep 'B=' || status=1
     done
     for tool in memcheck racecheck synccheck; do
       # from a block of one sample, then the multi-stage cases
-      FLOWGEN_TUNE=rmma=1:,rmma_c2=1:,rmma3_r8=1: sanitizer rmma $tool --light --only rmma
-      FLOWGEN_TUNE=rmma=1:2112,rmma_c2=1:2112 sanitizer rmma-stages $tool --light --only rmma
+      sanitizer rmma $tool --light --only rmma --tune rmma=1:,rmma_c2=1:,rmma3_r8=1:
+      sanitizer rmma-stages $tool --light --only rmma --tune rmma=1:2112,rmma_c2=1:2112
     done ;;
   probe)
     build/probe | tee "$out/probe.txt" || status=1 ;;
@@ -350,7 +352,7 @@ for what in "$@"; do
       time_tunes wgstream tf32 2113,16896,65536,262144 "" skip=wgstream wgstream.blocks=1 wgstream.n=32
       for tool in memcheck racecheck synccheck; do
         sanitizer wgstream $tool --light --only wgstream
-        FLOWGEN_TUNE=wgstream.blocks=1 sanitizer wgstream1 $tool --light --only wgstream
+        sanitizer wgstream1 $tool --light --only wgstream --tune wgstream.blocks=1
       done
     fi ;;
   wgstream3)

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
-      tune = argv[++i];
+      tune = *argv[++i] ? argv[i] : NULL; /* "": the plan as it is */
     } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc &&
                sscanf(argv[i + 1], "%d,%d%c", &shape_dim, &shape_hidden, &tail) == 2 && shape_dim > 0 &&
                shape_hidden > 0) {
