@@ -91,6 +91,7 @@ help:
 	@echo "make demo       write the default kernel and sample the demo model"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
+	@echo "                (FLOWGEN_TEST_JOBS=N: test programs at a time; default the CPUs)"
 	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up;"
 	@echo "                then every precision from B=1 to 1048576"
 	@echo "make asan       the tests under ASan + UBSan (separate build dir)"
