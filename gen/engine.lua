@@ -342,6 +342,7 @@ end
 -- error).
 function engine.generate(spec)
   local ok, source, variants = xpcall(function()
+    spec.tune_text = spec.tune or ""
     spec.tune = parse_tune(spec.tune)
     local import = importer()
     local plan = make_plan(spec, import)

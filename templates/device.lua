@@ -10,7 +10,7 @@
 --   clusters          thread-block clusters (default: from sm_90)
 --   clusters_at_once  {[blocks] = clusters resident at once} for clusters
 --                     of 2, 4, 8 and 16 blocks of the cluster kernel (an
---                     H200: 48, 30, 8, 4)
+--                     H200: 48, 30, 8, 4; without it, those scaled by sms)
 
 local M = {}
 
@@ -37,8 +37,14 @@ end
 function M.of(spec)
   local d = spec.device or {}
   if type(d) ~= "table" then refuse("device: expected a table of the GPU's figures") end
+  -- Clusters at once: the H200's figures, scaled by the SM count where
+  -- the caller gives one and not these (a GPU's GPCs are not in the
+  -- driver's attributes; the ratio keeps each cluster size's share).
+  local sms = d.sms ~= nil and whole("sms", d.sms, 1, 1 << 16) or H200_SMS
   local at_once = {}
-  for blocks, n in pairs(H200_CLUSTERS_AT_ONCE) do at_once[blocks] = n end
+  for blocks, n in pairs(H200_CLUSTERS_AT_ONCE) do
+    at_once[blocks] = math.max(1, n * sms // H200_SMS)
+  end
   if d.clusters_at_once ~= nil then
     if type(d.clusters_at_once) ~= "table" then refuse("device: clusters_at_once must be a table") end
     for blocks, n in pairs(d.clusters_at_once) do
@@ -54,7 +60,7 @@ function M.of(spec)
     clusters = d.clusters and clusters
   end
   return {
-    sms = d.sms ~= nil and whole("sms", d.sms, 1, 1 << 16) or H200_SMS,
+    sms = sms,
     shared_per_block = d.shared_per_block ~= nil and whole("shared_per_block", d.shared_per_block, 0, 1 << 30)
         or shared_limit(spec.arch),
     clusters = clusters,

@@ -298,6 +298,16 @@ static void ranges_of(const char *json, char *out, size_t size) {
 /* --sms and --shared-per-block describe another GPU to the planner: 66
  * SMs move the batch ranges of the grid strategy's plan; an H200's figures
  * plan as none. */
+/* Removes the first line of text that holds needle. */
+static void drop_line_with(char *text, const char *needle) {
+  char *at = strstr(text, needle);
+  if (!at) return;
+  while (at > text && at[-1] != '\n') --at;
+  char *end = strchr(at, '\n');
+  end = end ? end + 1 : at + strlen(at);
+  memmove(at, end, strlen(end) + 1);
+}
+
 static void test_device_flags(void **state) {
   (void)state;
   cli_result plain = flowgen("--describe --dim 128 --hidden 512");
@@ -306,6 +316,10 @@ static void test_device_flags(void **state) {
   assert_int_equal(plain.code, 0);
   assert_int_equal(h200.code, 0);
   assert_int_equal(fewer.code, 0);
+  /* The same plan; the source's header names the flags, so its size
+   * differs by theirs. */
+  drop_line_with(plain.out, "\"source_bytes\"");
+  drop_line_with(h200.out, "\"source_bytes\"");
   assert_string_equal(plain.out, h200.out);
   char a[4096], b[4096];
   ranges_of(plain.out, a, sizeof a);

@@ -444,7 +444,7 @@ static void test_device(void **state) {
                 "cluster4_r8 91-120 rmma3_r16 121-960 tiled 961-4224 mma 4225-", NULL);
   expect_device(&fp32, "{clusters = false}", "tiled8 0-1056 tiled 1057-8448 mma 8449-", NULL);
   flowgen_spec bf16 = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, false);
-  expect_device(&bf16, "{sms = 66}", "cluster4_r1 0-30 rmma 31-1056 mma 1057-", NULL);
+  expect_device(&bf16, "{sms = 66}", "cluster4_r1 0-15 rmma 16-1056 mma 1057-", NULL);
   flowgen_spec large = spec_of(1024, 4096, FLOWGEN_PRECISION_FP32, 90, false);
   char *dir = templates_with_device("{shared_per_block = 64 * 1024}");
   flowgen_options opts = {.template_dir = dir};
