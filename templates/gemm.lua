@@ -21,6 +21,10 @@ M.dials = {
 
 local BN, STAGES, THREADS = 128, 4, 256
 
+-- The model family: every member (any L, activation, time, conditioning,
+-- guidance).
+function M.serves() return true end
+
 function M.rows(spec)
   local h_stride = lib.round_up(spec.hidden, 4)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
@@ -61,8 +65,11 @@ function M.variant(ctx, weights)
     end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}
   end
-  local layers = {layer(D, H), layer(H, H), layer(H, D)}
-  local tallest = math.max(layers[1].m_tiles, layers[2].m_tiles, layers[3].m_tiles)
+  local layers, tallest = {}, 0
+  for l = 1, spec.layers do
+    layers[l] = layer(lib.layer_shape(spec, l))
+    tallest = math.max(tallest, layers[l].m_tiles)
+  end
   -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
   -- fit (faster there; with taller tiles the layer takes every register
   -- and the kernel spills around its calls).

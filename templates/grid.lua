@@ -21,9 +21,10 @@ M.SCRATCH_DATA = 4
 -- Floats of the activations of `rows` samples in the scratch area: h1 and
 -- h2 (rows of h_stride), and for multi-stage solvers ys and sums (rows of
 -- x_stride); the gemm variant keeps the state there too.
+-- (With guidance the hidden activations take two rows a sample.)
 function M.scratch_activations(ctx, rows, x_stride, h_stride, state)
   local multi = #ctx.solver.c > 1
-  return rows * (2 * h_stride + ((multi and 2 or 0) + (state and 1 or 0)) * x_stride)
+  return rows * (2 * lib.hidden_rows(ctx.spec) * h_stride + ((multi and 2 or 0) + (state and 1 or 0)) * x_stride)
 end
 
 -- A layer's tile is as narrow as gives every SM a tile at max_batch (4
@@ -49,8 +50,11 @@ local function variant(ctx, rows, max_batch)
   local threads = 512
   local row_tiles = (max_batch + rows - 1) // rows
   local width = max_batch > 8 and 4 or 2
-  local layers = {layer(ctx, D, H, row_tiles, width), layer(ctx, H, H, row_tiles, width),
-                  layer(ctx, H, D, row_tiles, width)}
+  local layers = {}
+  for l = 1, spec.layers do
+    local inputs, outputs = lib.layer_shape(spec, l)
+    layers[l] = layer(ctx, inputs, outputs, row_tiles, width)
+  end
   local max_cols = 0
   for _, l in ipairs(layers) do max_cols = math.max(max_cols, l.tile_cols) end
   local limit = ctx.device.shared_per_block
@@ -71,6 +75,10 @@ local function variant(ctx, rows, max_batch)
     scratch_data = M.SCRATCH_DATA,
   })
 end
+
+-- The model family: every member (any L, activation, time, conditioning,
+-- guidance).
+function M.serves() return true end
 
 function M.applies(ctx)
   if not variant(ctx, 8, M.ROWS) then return false, "a tile's staging exceeds shared memory" end

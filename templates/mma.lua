@@ -18,6 +18,10 @@ M.dials = {
   per_sm = {1, 2, 3, 4},           -- blocks a SM (each a share of its shared memory)
 }
 
+-- The model family: every member (any L, activation, time, conditioning,
+-- guidance).
+function M.serves() return true end
+
 -- The matrix-unit kind of each precision.
 M.kinds = {fp32 = "tf32x3", tf32 = "tf32", bf16 = "bf16", fp16 = "fp16"}
 
@@ -29,14 +33,20 @@ local function reads_fp32(kind, D, H)
   return kind == "tf32x3" and D % 4 == 0 and H % 4 == 0
 end
 
--- The weight matrices a matrix-unit kernel of `kind` reads (segments).
-function M.weights(kind, D, H)
-  return reads_fp32(kind, D, H) and {"w1t", "w2t", "w3t"} or {"w1m", "w2m", "w3m"}
+-- The weight matrices a matrix-unit kernel of `kind` reads (segments),
+-- one a layer of the spec's model.
+function M.weights(kind, spec)
+  local out = {}
+  for l = 1, spec.layers do
+    out[l] = "w" .. l .. (reads_fp32(kind, spec.dim, spec.hidden) and "t" or "m")
+  end
+  return out
 end
 
-local function layer(inputs, outputs, warps_n)
+local function layer(inputs, outputs, warps_n, m_tiles)
   local n_tiles = math.max(1, math.min(4, (outputs + 8 * warps_n - 1) // (8 * warps_n)))
-  return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n}
+  return {inputs = inputs, outputs = outputs, n_tiles = n_tiles, cols = 8 * n_tiles * warps_n,
+          m_tiles = m_tiles}
 end
 
 -- The variant of up to max_rows samples a block, named "mma" .. suffix;
@@ -53,12 +63,25 @@ function M.variant(ctx, kind, max_rows, suffix)
   local pad = es == 2 and 8 or 4
   local x_stride, h_stride = lib.round_up(D, 32) + pad, lib.round_up(H, 32) + pad
   local warps_n = 8  -- all of the block's 256 threads side by side
-  local layers = {layer(D, H, warps_n), layer(H, H, warps_n), layer(H, D, warps_n)}
+  -- guidance: the hidden layers on two rows a sample (the conditional and
+  -- the unconditional), in blocks of half the samples (the same
+  -- accumulators a warp)
+  local hidden_rows = lib.hidden_rows(spec)
+  local function layers_of(rows)
+    local out = {}
+    for l = 1, spec.layers do
+      local inputs, outputs = lib.layer_shape(spec, l)
+      local r = (l > 1 and l < spec.layers) and hidden_rows * rows or rows
+      out[l] = layer(inputs, outputs, warps_n, r // 16)
+    end
+    return out
+  end
+  local layers = layers_of(16)
   local cols = 0
   for _, l in ipairs(layers) do cols = math.max(cols, l.cols) end
   local multi = #ctx.solver.c > 1
   local function bytes(rows, chunk, stages)
-    local floats = rows * (x_stride + 2 * h_stride + (multi and 2 * x_stride or 0))
+    local floats = rows * (x_stride + 2 * hidden_rows * h_stride + (multi and 2 * x_stride or 0))
         + (multi and 5 or 3) * chunk
     return 4 * floats + stages * chunk * (cols + 8) * es
   end
@@ -72,7 +95,7 @@ function M.variant(ctx, kind, max_rows, suffix)
   end
   local row_choices = {}
   for _, r in ipairs(choices("rows", {max_rows})) do
-    local rows = r
+    local rows = hidden_rows > 1 and math.max(16, r // 2) or r
     while rows >= 16 do row_choices[#row_choices + 1] = rows rows = rows // 2 end
   end
   for _, rows in ipairs(row_choices) do
@@ -84,11 +107,11 @@ function M.variant(ctx, kind, max_rows, suffix)
                              {threads = 32 * warps_n, rows = rows, blocks = 1,
                               shared = bytes(rows, chunk, stages)}, {
             mma = kind,
-            weights = M.weights(kind, D, H),
+            weights = M.weights(kind, spec),
             m_tiles = rows // 16, warps_n = warps_n,
             x_stride = x_stride, h_stride = h_stride,
             chunk = chunk, stages = stages, tile_cols = cols,
-            layers = layers,
+            layers = layers_of(rows),
             blocks_per_sm = blocks_per_sm,
           })
         end
@@ -103,16 +126,18 @@ end
 -- fp32 for tf32, fp32 for tf32x3), none where the kernel reads the fp32
 -- matrices.
 function M.segments(ctx, kind)
-  local D, H = ctx.spec.dim, ctx.spec.hidden
+  local spec = ctx.spec
+  local D, H = spec.dim, spec.hidden
   if reads_fp32(kind, D, H) then return {} end
   local es = element_bytes(kind)
   local function ld(n) return lib.round_up(n, 16 // es) end
   local what = kind .. " copy of W%d transposed: [%d][%d], rows of %d"
-  local out = {
-    {name = "w1m", count = D * ld(H) * es // 4, what = string.format(what, 1, D, H, ld(H))},
-    {name = "w2m", count = H * ld(H) * es // 4, what = string.format(what, 2, H, H, ld(H))},
-    {name = "w3m", count = H * ld(D) * es // 4, what = string.format(what, 3, H, D, ld(D))},
-  }
+  local out = {}
+  for l = 1, spec.layers do
+    local inputs, outputs = lib.layer_shape(spec, l)
+    out[l] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
+              what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
+  end
   for _, s in ipairs(out) do s.owner, s.kind = M.name, kind end
   return out
 end

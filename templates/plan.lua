@@ -32,6 +32,9 @@ for _, name in ipairs({"cluster", "rmma", "rmma3", "tiled", "grid", "gemm", "mma
   S[name] = import(name)
 end
 
+-- The strategies that serve some members of the model family only.
+local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
+
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
 
 -- The chain under construction: the variants so far and the first batch
@@ -63,6 +66,15 @@ local function choose(ctx)
   local spec, t = ctx.spec, ctx.tune
   local function may(module, name) return t:allows(module, name) end
   local c = {}
+  -- The specialized strategies serve some members of the model family
+  -- only: the others are left out, as if they could not serve the spec
+  -- (the generic ones, tiled, mma, grid and gemm, serve every member).
+  local serves = {}
+  for _, name in ipairs(SPECIALIZED) do
+    local ok, why = S[name].serves(ctx)
+    serves[name] = ok
+    if not ok then ctx.left_out[#ctx.left_out + 1] = name .. ": " .. why end
+  end
   -- The precision's matrix-unit kind; fp32's (tf32x3) pays where a layer
   -- has outputs for every warp.
   c.kind = S.mma.kinds[spec.precision]
@@ -71,17 +83,17 @@ local function choose(ctx)
       and S.gemm.variant(ctx, {}) ~= nil
   if c.kind and not c.gemm and not S.mma.variant(ctx, c.kind, 64, "") then c.kind = nil end
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
-  c.wgmma = t:allows_any("wgmma") and S.wgmma.applies(ctx)
+  c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
-    c.rmma = t:allows_any("rmma3") and S.rmma3.layout(ctx, 8) or nil
+    c.rmma = serves.rmma3 and t:allows_any("rmma3") and S.rmma3.layout(ctx, 8) or nil
     c.wide = c.rmma and may("rmma3", "rmma3_r16") and S.rmma3.wide(ctx) or nil
   else
-    c.rmma = S.rmma.layout(ctx) or nil
+    c.rmma = serves.rmma and S.rmma.layout(ctx) or nil
     if c.rmma and not may("rmma", c.rmma.name) then c.rmma = nil end
   end
-  c.ws = c.kind and may("wgstream", spec.precision == "fp32" and "wgstream3" or "wgstream")
+  c.ws = c.kind and serves.wgstream and may("wgstream", spec.precision == "fp32" and "wgstream3" or "wgstream")
       and S.wgstream.layout(ctx) or nil
-  c.cluster = t:allows_any("cluster")
+  c.cluster = serves.cluster and t:allows_any("cluster")
   return c
 end
 
@@ -152,7 +164,7 @@ local function fp32_batches(ctx, chain, c)
   local few, many = S.tiled.few(ctx), S.tiled.many(ctx)
   local x3 = c.ws and c.ws.split and S.wgstream.variant(ctx, c.ws)
       or c.kind and t:allows("mma", "mma") and S.mma.variant(ctx, c.kind, 64, "") or nil
-  local wide = c.gemm and S.gemm.variant(ctx, S.mma.weights(c.kind, spec.dim, spec.hidden))
+  local wide = c.gemm and S.gemm.variant(ctx, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
   -- the grid cannot be resident)
   local stop = wide and math.max(chain.plain and chain.next or chain.next + 1, 8 * sms + 1)
@@ -193,10 +205,12 @@ local function copies(ctx, c, variants, scratch)
 end
 
 return function(spec)
+  lib.family(spec)
   local solver = lib.solvers[spec.solver]
   if not solver then refuse("solver " .. spec.solver .. " has no tableau") end
   if not S.mma.kinds[spec.precision] then refuse("precision " .. spec.precision .. " has no strategy") end
-  local ctx = {spec = spec, solver = solver, device = device.of(spec), weights = lib.weight_bytes(spec)}
+  local ctx = {spec = spec, solver = solver, device = device.of(spec), weights = lib.weight_bytes(spec),
+               left_out = {}}
   ctx.tune = tune.parse(spec.tune, S)
   local c = choose(ctx)
   local chain = new_chain()
@@ -221,7 +235,7 @@ return function(spec)
   -- the scratch area of the persistent grids (planned or not: kept so)
   local scratch = c.grid and S.grid.scratch_activations(ctx, S.grid.ROWS, spec.dim, spec.hidden, false) or 0
   if c.gemm then scratch = math.max(scratch, S.gemm.scratch(ctx)) end
-  local segments, floats = params.layout(spec, copies(ctx, c, variants, scratch))
+  local segments, floats = params.layout(spec, copies(ctx, c, variants, scratch), #solver.c)
   for _, v in ipairs(variants) do v.params_bytes = 4 * floats end
   return {
     template = "file.cut",
@@ -231,5 +245,6 @@ return function(spec)
     params_floats = floats,
     mma_kind = c.kind,
     variants = variants,
+    left_out = ctx.left_out,  -- "strategy: why", those that do not serve the model
   }
 end

@@ -73,6 +73,10 @@ local function layout(ctx, C)
   return nil
 end
 
+-- The model family: the seed's depth and time, any activation, no
+-- conditioning (plan.lua leaves it out for the others).
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true}) end
+
 -- The layout where the kernel applies (bf16, fp16: one block; tf32: over
 -- clusters of 2, else 4, the first that fits), else nil and why not.
 function M.layout(ctx)

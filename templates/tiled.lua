@@ -57,6 +57,10 @@ local function layer(inputs, outputs, threads, rows, max_width, blocks)
   }
 end
 
+-- The model family: every member (any L, activation, time, conditioning,
+-- guidance).
+function M.serves() return true end
+
 local function stages_of(ctx)
   local stages = ctx.tune:dial(M.name, "stages", 2)
   if stages > 2 and ctx.spec.arch < 80 then
@@ -76,16 +80,22 @@ local function variant(ctx, max_rows, name, blocks, max_chunk)
   local stages = stages_of(ctx)
   local x_stride, h_stride = lib.round_up(D, 4), lib.round_up(H, 4)
   local limit = ctx.device.shared_per_block
+  local hidden_rows = lib.hidden_rows(spec)
   local function layers(rows, width)
-    return {layer(D, H, threads, rows, width, blocks), layer(H, H, threads, rows, width, blocks),
-            layer(H, D, threads, rows, width, blocks)}
+    local out = {}
+    for l = 1, spec.layers do
+      local inputs, outputs = lib.layer_shape(spec, l)
+      local r = (l > 1 and l < spec.layers) and hidden_rows * rows or rows
+      out[l] = layer(inputs, outputs, threads, r, width, blocks)
+    end
+    return out
   end
   local function bytes(rows, chunk, width)
     local cols = 0
     for _, l in ipairs(layers(rows, width)) do cols = math.max(cols, l.cols) end
     -- multi-stage solvers keep a stage input and a weighted sum per sample
     local stage_floats = #ctx.solver.c > 1 and rows * 2 * x_stride + 2 * chunk or 0
-    return 4 * (stages * chunk * cols + rows * (x_stride + 2 * h_stride) + 3 * chunk
+    return 4 * (stages * chunk * cols + rows * (x_stride + 2 * hidden_rows * h_stride) + 3 * chunk
                 + stage_floats), cols
   end
   local rows, chunk, width = max_rows, ctx.tune:dial(M.name, "chunk", max_chunk), 4

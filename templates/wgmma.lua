@@ -22,6 +22,10 @@ local function shape(spec)
   return Dp, Hp, 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp)
 end
 
+-- The model family: the seed's depth and time, any activation, no
+-- conditioning (plan.lua leaves it out for the others).
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true}) end
+
 function M.applies(ctx)
   local spec = ctx.spec
   if spec.arch ~= 90 or not spec.arch_specific then return false, "sm_90a only" end
