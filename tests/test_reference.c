@@ -11,13 +11,14 @@ enum { DIM = 4, HIDDEN = 16, BATCH = 3 };
 
 static flowrt_weights *weights(void) {
   flowrt_weights *w = NULL;
-  assert_int_equal(flowrt_weights_alloc(DIM, HIDDEN, &w, NULL), FLOWGEN_OK);
-  fg_test_fill_uniform(w->w1, HIDDEN * (DIM + 1), 11, 0.8f);
-  fg_test_fill_uniform(w->b1, HIDDEN, 12, 0.5f);
-  fg_test_fill_uniform(w->w2, HIDDEN * HIDDEN, 13, 0.5f);
-  fg_test_fill_uniform(w->b2, HIDDEN, 14, 0.5f);
-  fg_test_fill_uniform(w->w3, DIM * HIDDEN, 15, 0.8f);
-  fg_test_fill_uniform(w->b3, DIM, 16, 0.5f);
+  flowgen_spec model = fg_test_spec(DIM, HIDDEN, 1, 90);
+  assert_int_equal(flowrt_weights_alloc(&model, &w, NULL), FLOWGEN_OK);
+  fg_test_fill_uniform(w->w[0], HIDDEN * (DIM + 1), 11, 0.8f);
+  fg_test_fill_uniform(w->b[0], HIDDEN, 12, 0.5f);
+  fg_test_fill_uniform(w->w[1], HIDDEN * HIDDEN, 13, 0.5f);
+  fg_test_fill_uniform(w->b[1], HIDDEN, 14, 0.5f);
+  fg_test_fill_uniform(w->w[2], DIM * HIDDEN, 15, 0.8f);
+  fg_test_fill_uniform(w->b[2], DIM, 16, 0.5f);
   return w;
 }
 
@@ -79,18 +80,18 @@ static void test_euler_is_the_contract(void **state) {
     for (int k = 0; k < 3; ++k) {
       double t = (k + 0.5) / 3, v[DIM];
       for (int j = 0; j < HIDDEN; ++j) {
-        double a = w->b1[j] + w->w1[j * (DIM + 1) + DIM] * t;
-        for (int d = 0; d < DIM; ++d) a += w->w1[j * (DIM + 1) + d] * x[d];
+        double a = w->b[0][j] + w->w[0][j * (DIM + 1) + DIM] * t;
+        for (int d = 0; d < DIM; ++d) a += w->w[0][j * (DIM + 1) + d] * x[d];
         h1[j] = a / (1 + exp(-a));
       }
       for (int j = 0; j < HIDDEN; ++j) {
-        double a = w->b2[j];
-        for (int i = 0; i < HIDDEN; ++i) a += w->w2[j * HIDDEN + i] * h1[i];
+        double a = w->b[1][j];
+        for (int i = 0; i < HIDDEN; ++i) a += w->w[1][j * HIDDEN + i] * h1[i];
         h2[j] = a / (1 + exp(-a));
       }
       for (int d = 0; d < DIM; ++d) {
-        double a = w->b3[d];
-        for (int i = 0; i < HIDDEN; ++i) a += w->w3[d * HIDDEN + i] * h2[i];
+        double a = w->b[2][d];
+        for (int i = 0; i < HIDDEN; ++i) a += w->w[2][d * HIDDEN + i] * h2[i];
         v[d] = a;
       }
       for (int d = 0; d < DIM; ++d) x[d] += v[d] / 3;
