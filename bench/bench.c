@@ -87,7 +87,11 @@ static void load_extra_driver(void) {
 
 static flowrt_weights *random_weights(int D, int H) {
   flowrt_weights *w = NULL;
-  FLOWGEN_CHECK(flowrt_weights_alloc(D, H, &w, ERR));
+  flowgen_spec model;
+  flowgen_spec_default(&model);
+  model.dim = D;
+  model.hidden = H;
+  FLOWGEN_CHECK(flowrt_weights_alloc(&model, &w, ERR));
   bench_fill_weights(w);
   return w;
 }
@@ -156,7 +160,7 @@ static void baseline_init(baseline *b, const flowrt_weights *w, int arch) {
   CHECK(cu->cuModuleGetFunction(&b->hold, b->module, "hold"));
   const size_t D = w->dim, H = w->hidden;
   const size_t n[6] = {H * (D + 1), H, H * H, H, D * H, D};
-  const float *src[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  const float *src[6] = {w->w[0], w->b[0], w->w[1], w->b[1], w->w[2], w->b[2]};
   for (int i = 0; i < 6; ++i) {
     CHECK(cu->cuMemAlloc(&b->w[i], n[i] * 4));
     CHECK(cu->cuMemcpyHtoD(b->w[i], src[i], n[i] * 4));

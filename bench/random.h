@@ -23,15 +23,15 @@ static inline void bench_fill(float *p, size_t n, float scale) {
   }
 }
 
+/* Each layer as nn.Linear initialises it: U(-1/sqrt(fan_in), ..). */
 static inline void bench_fill_weights(flowrt_weights *w) {
-  const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
-  const float s1 = 1 / sqrtf(D + 1.0f), s2 = 1 / sqrtf((float)H);
-  bench_fill(w->w1, H * (D + 1), s1);
-  bench_fill(w->b1, H, s1);
-  bench_fill(w->w2, H * H, s2);
-  bench_fill(w->b2, H, s2);
-  bench_fill(w->w3, D * H, s2);
-  bench_fill(w->b3, D, s2);
+  for (int i = 0; i < w->layers; ++i) {
+    size_t rows = i == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    const float scale = 1 / sqrtf((float)cols);
+    bench_fill(w->w[i], rows * cols, scale);
+    bench_fill(w->b[i], rows, scale);
+  }
 }
 
 #endif

@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
     spec.solver = cases[c].solver;
     spec.precision = cases[c].precision;
     flowrt_weights *w = NULL;
-    if (flowrt_weights_alloc(spec.dim, spec.hidden, &w, &err)) {
+    if (flowrt_weights_alloc(&spec, &w, &err)) {
       fprintf(stderr, "sanitize: %s\n", err.message);
       return 1;
     }

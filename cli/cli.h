@@ -19,8 +19,9 @@ void fg_cli_usage_command(const char *command);
 /* "--flag value" / "--flag=value": 1 taken, 0 not this flag, -1 no value. */
 int fg_cli_take(int argc, char **argv, int *i, const char *flag,
                 const char **value);
-/* The shape flags (--dim ... --name): 1 taken, 0 not one, -1 error (printed;
- * err->status says the exit code). */
+/* The shape flags (--dim ... --name, --cond ... --input, and the bare
+ * --guidance): 1 taken, 0 not one, -1 error (printed; err->status says the
+ * exit code). */
 int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
                        flowgen_error *err);
 
@@ -49,9 +50,17 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a);
 /* flowgen sample [options] */
 typedef enum { FG_CLI_DEVICE_AUTO, FG_CLI_DEVICE_GPU, FG_CLI_DEVICE_CPU } fg_cli_device;
 
+#define FG_CLI_CLASS_NONE (-1)
+#define FG_CLI_CLASS_ALL (-2)
+
 typedef struct fg_cli_sample_args {
   flowgen_spec spec;
   bool dim_given, hidden_given;
+  bool act_given, time_given, input_given; /* --act silu etc. are checked too */
+  const char *cond_path, *null_cond_path;  /* --cond, --null-cond */
+  float guidance;
+  bool guidance_given;
+  int class_index;  /* --class N, or FG_CLI_CLASS_ALL / _NONE */
   flowgen_options opts; /* --template-dir, --tune, --sms, --shared-per-block */
   const char *weights, *prefix, *x0_path, *output, *png;
   int png_height, png_width, png_columns, png_scale; /* 0: not given */

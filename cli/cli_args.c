@@ -4,7 +4,9 @@
  * CLI fuzzer) can call it. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int fg_cli_fail(const flowgen_error *err) {
@@ -46,8 +48,14 @@ int fg_cli_take(int argc, char **argv, int *i, const char *flag,
 
 int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
                        flowgen_error *err) {
-  static const char *const fields[] = {"dim",       "hidden", "steps", "solver",
-                                       "precision", "arch",   "name"};
+  static const char *const fields[] = {"dim",  "hidden", "steps", "solver", "precision",
+                                       "arch", "name",   "cond",  "layers", "act",
+                                       "time", "input"};
+  /* The kernel evaluates guidance (its weight is a launch argument). */
+  if (strcmp(argv[*i], "--guidance") == 0) {
+    spec->guidance = true;
+    return 1;
+  }
   for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f) {
     char flag[32];
     snprintf(flag, sizeof flag, "--%s", fields[f]);
@@ -236,11 +244,53 @@ static int parse_png_shape(const char *value, int *height, int *width) {
   return 0;
 }
 
+/* --guidance w: a finite decimal (sign, fraction, exponent allowed). */
+static int parse_guidance(const char *value, float *out) {
+  char *end = NULL;
+  double w = value[0] && !strchr(" \t\n", value[0]) ? strtod(value, &end) : 0.0;
+  bool hex = strchr(value, 'x') || strchr(value, 'X');
+  if (!end || *end || hex || !isfinite(w) || !isfinite((float)w))
+    return fg_cli_usage_error("--guidance: '%s' is not a finite number (e.g. 3.5)", value);
+  *out = (float)w;
+  return 0;
+}
+
+/* --class N (0 to 4095; the model's C is checked once it is loaded) or all. */
+static int parse_class(const char *value, int *out) {
+  long long n = 0;
+  if (strcmp(value, "all") == 0) {
+    *out = FG_CLI_CLASS_ALL;
+    return 0;
+  }
+  if (fg_parse_int(value, 0, FLOWGEN_COND_MAX - 1, &n) != FG_PARSE_OK)
+    return fg_cli_usage_error("--class: '%s' is neither a class number nor 'all'", value);
+  *out = (int)n;
+  return 0;
+}
+
+/* The conditioning's flags that go together, checked once all are read. */
+static int check_conditioning(const fg_cli_sample_args *a) {
+  bool any_x0 = a->x0_path && a->x0_path[0];
+  if (a->cond_path && a->class_index != FG_CLI_CLASS_NONE)
+    return fg_cli_usage_error("sample: %s: give --cond or --class, not both", "--class");
+  if (a->guidance_given && !a->cond_path && a->class_index == FG_CLI_CLASS_NONE)
+    return fg_cli_usage_error("sample: %s needs a conditioning: give --cond or --class",
+                              "--guidance");
+  if (a->null_cond_path && !a->guidance_given)
+    return fg_cli_usage_error("sample: %s is the conditioning of guidance's unconditional "
+                              "field: give --guidance too", "--null-cond");
+  if (a->class_index == FG_CLI_CLASS_ALL && any_x0)
+    return fg_cli_usage_error("sample: %s: --class all draws its own starting points",
+                              "--x0");
+  return -1;
+}
+
 int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
   flowgen_error err = {FLOWGEN_OK, ""};
   fg_cli_usage_command("flowgen sample");
   flowgen_spec_default(&a->spec);
   a->batch = -1;
+  a->class_index = FG_CLI_CLASS_NONE;
   for (int i = 1; i < argc; ++i) {
     const char *arg = argv[i], *value = NULL;
     int taken;
@@ -253,8 +303,35 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
       a->verbose = true;
       continue;
     }
+#define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
+    /* Sampling's own --cond (a file) and --guidance (a weight) come before
+     * the kernel's flags of the same names. */
+    if (VALUE("--cond")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", arg);
+      a->cond_path = value;
+      continue;
+    }
+    if (VALUE("--null-cond")) {
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", arg);
+      a->null_cond_path = value;
+      continue;
+    }
+    if (VALUE("--guidance")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a weight", arg);
+      if (parse_guidance(value, &a->guidance)) return 2;
+      a->guidance_given = true;
+      continue;
+    }
+    if (VALUE("--class")) {
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (parse_class(value, &a->class_index)) return 2;
+      continue;
+    }
     if (strncmp(arg, "--dim", 5) == 0) a->dim_given = true;
     if (strncmp(arg, "--hidden", 8) == 0) a->hidden_given = true;
+    if (strncmp(arg, "--act", 5) == 0) a->act_given = true;
+    if (strncmp(arg, "--time", 6) == 0) a->time_given = true;
+    if (strncmp(arg, "--input", 7) == 0) a->input_given = true;
     if ((taken = fg_cli_spec_option(argc, argv, &i, &a->spec, &err)) != 0) {
       if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
       continue;
@@ -263,7 +340,6 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
       if (taken < 0) return 2;
       continue;
     }
-#define VALUE(flag) ((taken = fg_cli_take(argc, argv, &i, flag, &value)) != 0)
     if (VALUE("--weights")) {
       if (taken < 0) return fg_cli_usage_error("%s needs a file", arg);
       a->weights = value;
@@ -319,5 +395,5 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
   /* The seed draws the starting points that --x0 replaces. */
   if (a->x0_path && a->seed_given && a->x0_path[0])
     return fg_cli_usage_error("sample: %s: give --seed or --x0, not both", "--seed");
-  return -1;
+  return check_conditioning(a);
 }

@@ -15,12 +15,26 @@ static const char sample_usage[] =
     "  --weights FILE     PyTorch state_dict saved with safetensors (default:\n"
     "                     the built-in digits model, D=64, H=256)\n"
     "  --prefix P         tensor name prefix (default \"velocity.\")\n"
-    "  --dim D, --hidden H  the model's shape (default: read from the weights)\n"
+    "  --dim D, --hidden H, --layers L  the model's shape (default: read from\n"
+    "                     the weights; given, checked against them)\n"
+    "  --act A, --time T, --input x,t,c  what the shapes cannot tell (default:\n"
+    "                     the file's metadata flowgen.act/time/input, else silu,\n"
+    "                     raw, x,t,c); a contradiction with the file is an error\n"
     "  --steps S          solver steps, 1 to 10000 (default 32)\n"
-    "  --batch N          samples to draw (default 16, or the rows of --x0)\n"
+    "  --batch N          samples to draw (default 16, or the rows of --x0 or\n"
+    "                     --cond; with --class all, per class, default 8)\n"
     "  --seed N           seed of the N(0, I) starting points (default 0)\n"
     "  --x0 FILE.npy      starting points instead: float32 (or float64) N x D,\n"
     "                     finite (not with --batch or --seed)\n"
+    "  --cond FILE.npy    the conditioning of a model with C > 0: N x C (or\n"
+    "                     1 x C for every sample), float32 or float64, finite\n"
+    "  --class N|all      the conditioning one-hot(N) of width C (a model trained\n"
+    "                     on classes); all: --batch samples of each class, a row\n"
+    "                     of the picture each\n"
+    "  --guidance W       classifier-free guidance v_u + W (v_c - v_u), W finite\n"
+    "                     (needs --cond or --class)\n"
+    "  --null-cond FILE.npy  the unconditional field's conditioning, 1 x C\n"
+    "                     (default zeros; needs --guidance)\n"
     "  --device gpu|cpu|auto  gpu: the generated kernel; cpu: the fp64\n"
     "                     reference; auto (default): gpu where there is one\n"
     "  -o, --output FILE  where the N x D float32 .npy goes\n"
@@ -65,9 +79,15 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The conditioning of every sample (batch x C, or NULL for C = 0) and the
+ * null conditioning (1 x C or NULL). */
+typedef struct conditioning {
+  float *cond, *null_cond;
+} conditioning;
+
 static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weights *w,
-                                 const float *x0, float *x, int64_t batch,
-                                 flowgen_error *err) {
+                                 const float *x0, float *x, const conditioning *c,
+                                 int64_t batch, flowgen_error *err) {
   flowrt_runtime *rt = NULL;
   flowrt_sampler *s = NULL;
   flowrt_options opts = {.disk_cache = -1, .template_dir = a->opts.template_dir,
@@ -78,7 +98,9 @@ static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weigh
   double t_open = now_ms();
   if (!st) st = flowrt_sampler_create(rt, &a->spec, w, &s, err);
   double t_create = now_ms();
-  if (!st) st = flowrt_sample_host(s, x0, x, batch, err);
+  if (!st)
+    st = flowrt_sample_host_cond(s, x0, x, c->cond, c->null_cond,
+                                 a->guidance_given ? a->guidance : 1.0f, batch, err);
   double t_sample = now_ms();
   if (!st && a->verbose) {
     const flowrt_stats *stats = flowrt_sampler_stats(s);
@@ -111,6 +133,32 @@ static flowgen_status check_finite(const char *path, const float *x, int64_t row
   return FLOWGEN_OK;
 }
 
+/* The conditioning arrays of --cond / --null-cond: cols C, finite; --cond
+ * has 1 or batch rows (*rows says which; batch is not known yet). */
+static flowgen_status read_cond(const char *path, const char *flag, int width,
+                                float **out, int64_t *rows, flowgen_error *err) {
+  int64_t cols = 0;
+  flowgen_status st = fg_npy_read(path, out, rows, &cols, err);
+  if (st) return st;
+  if (cols != width)
+    st = fg_fail(err, FLOWGEN_INPUT,
+                 "%s: has %lld columns but the model's conditioning has C = %d (%s)",
+                 path, (long long)cols, width, flag);
+  if (!st && *rows == 0)
+    st = fg_fail(err, FLOWGEN_INPUT, "%s: has no rows (%s)", path, flag);
+  for (int64_t i = 0; !st && i < *rows * cols; ++i)
+    if (!isfinite((*out)[i]))
+      st = fg_fail(err, FLOWGEN_INPUT,
+                   "%s: row %lld, column %lld is %s; the conditioning must be finite",
+                   path, (long long)(i / cols), (long long)(i % cols),
+                   isnan((*out)[i]) ? "nan" : (*out)[i] > 0 ? "inf" : "-inf");
+  if (st) {
+    free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
 static flowgen_status starting_points(const fg_cli_sample_args *a, int dim,
                                       float **x0, int64_t *batch,
                                       flowgen_error *err) {
@@ -127,10 +175,18 @@ static flowgen_status starting_points(const fg_cli_sample_args *a, int dim,
       *x0 = NULL;
       return st;
     }
+    if (*batch >= 0 && rows != *batch) {
+      st = fg_fail(err, FLOWGEN_INPUT,
+                   "%s: has %lld rows but the conditioning (--cond) has %lld",
+                   a->x0_path, (long long)rows, (long long)*batch);
+      free(*x0);
+      *x0 = NULL;
+      return st;
+    }
     *batch = rows;
     return FLOWGEN_OK;
   }
-  *batch = a->batch >= 0 ? a->batch : 16;
+  if (*batch < 0) *batch = a->batch >= 0 ? a->batch : 16;
   size_t n = (size_t)*batch * (size_t)dim;
   if (!(*x0 = malloc(n ? n * sizeof(float) : 1)))
     return fg_fail(err, FLOWGEN_NOMEM, "out of memory for %lld samples", (long long)*batch);
@@ -147,7 +203,7 @@ static int integer_sqrt(int n) {
 /* The picture's layout, checked before any sampling: a shape that does not
  * fit D or a picture over the cap is a usage error naming the flags. */
 static flowgen_status plan_png(const fg_cli_sample_args *a, int64_t batch, int dim,
-                               fg_png_grid *g, flowgen_error *err) {
+                               int classes, fg_png_grid *g, flowgen_error *err) {
   *g = (fg_png_grid){.count = batch, .dim = dim,
                      .image_height = a->png_height, .image_width = a->png_width,
                      .columns = a->png_columns, .scale = a->png_scale ? a->png_scale : 4,
@@ -167,6 +223,8 @@ static flowgen_status plan_png(const fg_cli_sample_args *a, int64_t batch, int d
   }
   if (batch < 1)
     return fg_fail(err, FLOWGEN_INVALID, "--png: no samples to draw (--batch 0)");
+  /* --class all: a row of the picture per class. */
+  if (!g->columns && classes > 0 && batch / classes <= 1000) g->columns = (int)(batch / classes);
   if (!g->columns) {
     g->columns = integer_sqrt((int)(batch < 1000000 ? batch : 1000000));
     if ((int64_t)g->columns * g->columns < batch) ++g->columns;
@@ -208,6 +266,104 @@ static flowgen_status write_outputs(const fg_cli_sample_args *a, fg_png_grid *g,
   return st;
 }
 
+/* A flag that says what the weights are not (the built-in model has a
+ * fixed one; a file's act, time and input come from its metadata, and
+ * flowrt_weights_load checks only flags other than the defaults). */
+static flowgen_status check_model_flags(const fg_cli_sample_args *a, const flowrt_weights *w,
+                                        flowgen_error *err) {
+  const char *source = a->weights ? a->weights : "the built-in digits model";
+  const flowgen_spec *f = &a->spec;
+  char have[64], want[64];
+  if (!a->weights && a->dim_given && f->dim != w->dim)
+    return fg_fail(err, FLOWGEN_INVALID, "sample: --dim %d: %s has D = %d (give --weights "
+                   "for another model)", f->dim, source, w->dim);
+  if (!a->weights && a->hidden_given && f->hidden != w->hidden)
+    return fg_fail(err, FLOWGEN_INVALID, "sample: --hidden %d: %s has H = %d (give "
+                   "--weights for another model)", f->hidden, source, w->hidden);
+  if (f->layers && f->layers != w->layers)
+    return fg_fail(err, FLOWGEN_INVALID, "sample: --layers %d: %s has L = %d Linear layers",
+                   f->layers, source, w->layers);
+  if (a->act_given && f->act != w->act)
+    return fg_fail(err, FLOWGEN_INVALID, "sample: --act %s: %s has act %s",
+                   flowgen_activation_name(f->act), source, flowgen_activation_name(w->act));
+  flowgen_spec model = *f;
+  flowrt_weights_model(w, &model);
+  if (a->time_given) {
+    flowgen_time_name(&f->time, want, sizeof want);
+    flowgen_time_name(&w->time, have, sizeof have);
+    if (strcmp(have, want) != 0)
+      return fg_fail(err, FLOWGEN_INVALID, "sample: --time %s: %s has time %s", want, source,
+                     have);
+  }
+  if (a->input_given) {
+    flowgen_spec_input_name(f, want, sizeof want);
+    flowgen_spec_input_name(&model, have, sizeof have);
+    if (strcmp(have, want) != 0)
+      return fg_fail(err, FLOWGEN_INVALID, "sample: --input %s: %s has input %s", want,
+                     source, have);
+  }
+  return FLOWGEN_OK;
+}
+
+/* The conditioning: --cond (batch x C or 1 x C, broadcast), --class
+ * (one-hot), --null-cond; the batch it implies (-1: none). */
+static flowgen_status conditioning_of(const fg_cli_sample_args *a, int C, conditioning *c,
+                                      int64_t *batch, flowgen_error *err) {
+  *batch = -1;
+  if (!C && (a->cond_path || a->class_index != FG_CLI_CLASS_NONE))
+    return fg_fail(err, FLOWGEN_INVALID, "sample: %s: the model has no conditioning (C = 0)",
+                   a->cond_path ? "--cond" : "--class");
+  if (C && !a->cond_path && a->class_index == FG_CLI_CLASS_NONE)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "sample: the model is conditional (C = %d): give --cond FILE.npy or "
+                   "--class N", C);
+  if (a->class_index >= C)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "sample: --class %d: the model's conditioning has C = %d classes (0 to %d)",
+                   a->class_index, C, C - 1);
+  flowgen_status st = FLOWGEN_OK;
+  int64_t rows = 0, null_rows = 0;
+  if (a->null_cond_path) {
+    st = read_cond(a->null_cond_path, "--null-cond", C, &c->null_cond, &null_rows, err);
+    if (!st && null_rows != 1)
+      st = fg_fail(err, FLOWGEN_INPUT, "%s: has %lld rows; the null conditioning is one "
+                   "row, 1 x %d (--null-cond)", a->null_cond_path, (long long)null_rows, C);
+    if (st) return st;
+  }
+  if (a->cond_path) {
+    st = read_cond(a->cond_path, "--cond", C, &c->cond, &rows, err);
+    if (st) return st;
+    if (rows == 1) return FLOWGEN_OK; /* broadcast once the batch is known */
+    if (a->batch >= 0 && a->batch != rows)
+      return fg_fail(err, FLOWGEN_INPUT, "%s: has %lld rows but --batch is %lld", a->cond_path,
+                     (long long)rows, a->batch);
+    *batch = rows;
+    return FLOWGEN_OK;
+  }
+  if (a->class_index == FG_CLI_CLASS_ALL) *batch = (int64_t)C * (a->batch >= 0 ? a->batch : 8);
+  return FLOWGEN_OK;
+}
+
+/* The batch x C conditioning of every sample, once the batch is known: a
+ * row of --cond repeated, or one-hot rows of --class. */
+static flowgen_status spread_conditioning(const fg_cli_sample_args *a, int C, int64_t batch,
+                                          conditioning *c, flowgen_error *err) {
+  if (!C || batch == 0) return FLOWGEN_OK;
+  bool one_row = a->cond_path && c->cond;
+  if (a->cond_path && !one_row) return FLOWGEN_OK;
+  float *rows = calloc((size_t)batch * (size_t)C, sizeof *rows);
+  if (!rows) return fg_fail(err, FLOWGEN_NOMEM, "out of memory for the conditioning");
+  int64_t per_class = a->class_index == FG_CLI_CLASS_ALL ? batch / C : batch;
+  for (int64_t r = 0; r < batch; ++r) {
+    float *row = rows + r * C;
+    if (one_row) memcpy(row, c->cond, (size_t)C * sizeof *row);
+    else row[a->class_index == FG_CLI_CLASS_ALL ? r / per_class : a->class_index] = 1.0f;
+  }
+  free(c->cond);
+  c->cond = rows;
+  return FLOWGEN_OK;
+}
+
 int fg_cli_sample(int argc, char **argv) {
   fg_cli_sample_args a;
   memset(&a, 0, sizeof a);
@@ -217,34 +373,49 @@ int fg_cli_sample(int argc, char **argv) {
   flowgen_error err = {FLOWGEN_OK, ""};
   flowrt_weights *w = NULL;
   double t0 = now_ms();
-  flowgen_status st =
-      a.weights ? flowrt_weights_load(a.weights, a.prefix, a.dim_given ? a.spec.dim : 0,
-                                      a.hidden_given ? a.spec.hidden : 0, &w, &err)
-                : flowrt_weights_builtin("digits", &w, &err);
+  /* What the flags say of the model, checked against the file as it loads;
+   * the rest is read from it. */
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  expect.dim = a.dim_given ? a.spec.dim : 0;
+  expect.hidden = a.hidden_given ? a.spec.hidden : 0;
+  expect.layers = a.spec.layers;
+  expect.act = a.spec.act;
+  expect.time = a.spec.time;
+  memcpy(expect.input, a.spec.input, sizeof expect.input);
+  flowgen_status st = a.weights ? flowrt_weights_load(a.weights, a.prefix, &expect, &w, &err)
+                                : flowrt_weights_builtin("digits", &w, &err);
   if (st) return fg_cli_fail(&err);
-  /* With --weights, a shape flag is checked against the file as it loads;
-   * the built-in model's shape is fixed. */
-  if (!a.weights && ((a.dim_given && a.spec.dim != w->dim) ||
-                     (a.hidden_given && a.spec.hidden != w->hidden))) {
-    char what[160];
-    bool dim = a.dim_given && a.spec.dim != w->dim;
-    snprintf(what, sizeof what, "%s %d: the built-in digits model has %s = %d",
-             dim ? "--dim" : "--hidden", dim ? a.spec.dim : a.spec.hidden,
-             dim ? "D" : "H", dim ? w->dim : w->hidden);
+  if ((st = check_model_flags(&a, w, &err))) {
     flowrt_weights_free(w);
-    return fg_cli_usage_error("sample: %s (give --weights for another model)", what);
+    return fg_cli_usage_error("%s", err.message);
   }
-  if (a.verbose)
-    fprintf(stderr, "flowgen: weights %s: D=%d H=%d (%.1f ms)\n",
-            a.weights ? a.weights : "(built-in digits model)", w->dim, w->hidden,
-            now_ms() - t0);
-  a.spec.dim = w->dim;
-  a.spec.hidden = w->hidden;
+  if (a.verbose) {
+    char time[64];
+    flowgen_time_name(&w->time, time, sizeof time);
+    fprintf(stderr, "flowgen: weights %s: D=%d H=%d C=%d L=%d act %s time %s input %c,%c,%c "
+            "(%.1f ms)\n", a.weights ? a.weights : "(built-in digits model)", w->dim,
+            w->hidden, w->cond, w->layers, flowgen_activation_name(w->act), time,
+            w->input[0], w->input[1], w->input[2], now_ms() - t0);
+  }
+  flowrt_weights_model(w, &a.spec);
+  a.spec.guidance = a.guidance_given;
+  conditioning c = {NULL, NULL};
   float *x0 = NULL, *x = NULL;
   int64_t batch = 0;
-  st = starting_points(&a, w->dim, &x0, &batch, &err);
+  st = conditioning_of(&a, w->cond, &c, &batch, &err);
+  if (st == FLOWGEN_INVALID) {
+    free(c.cond);
+    free(c.null_cond);
+    flowrt_weights_free(w);
+    return fg_cli_usage_error("%s", err.message);
+  }
+  if (!st) st = starting_points(&a, w->dim, &x0, &batch, &err);
+  if (!st) st = spread_conditioning(&a, w->cond, batch, &c, &err);
   fg_png_grid grid = {0};
-  if (!st && a.png) st = plan_png(&a, batch, w->dim, &grid, &err);
+  if (!st && a.png)
+    st = plan_png(&a, batch, w->dim, a.class_index == FG_CLI_CLASS_ALL ? w->cond : 0, &grid,
+                  &err);
   size_t n = (size_t)batch * (size_t)w->dim;
   if (!st && !(x = malloc(n ? n * sizeof(float) : 1)))
     st = fg_fail(&err, FLOWGEN_NOMEM, "out of memory");
@@ -259,14 +430,19 @@ int fg_cli_sample(int argc, char **argv) {
         fprintf(stderr, "flowgen: device: %s\n", device == FG_CLI_DEVICE_GPU ? "gpu" : "cpu (no usable GPU)");
     }
     double t1 = now_ms();
-    st = device == FG_CLI_DEVICE_GPU ? sample_gpu(&a, w, x0, x, batch, &err)
-                              : flowrt_reference(&a.spec, w, x0, x, batch, &err);
+    float guidance = a.guidance_given ? a.guidance : 1.0f;
+    st = device == FG_CLI_DEVICE_GPU
+             ? sample_gpu(&a, w, x0, x, &c, batch, &err)
+             : flowrt_reference_cond(&a.spec, w, x0, x, c.cond, c.null_cond, guidance, batch,
+                                     &err);
     if (!st && a.verbose && device == FG_CLI_DEVICE_CPU)
       fprintf(stderr, "flowgen: cpu reference (fp64): %.1f ms\n", now_ms() - t1);
   }
   if (!st) st = write_outputs(&a, &grid, x, batch, w->dim, &err);
   free(x0);
   free(x);
+  free(c.cond);
+  free(c.null_cond);
   flowrt_weights_free(w);
   return st ? fg_cli_fail(&err) : 0;
 }

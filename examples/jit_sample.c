@@ -4,6 +4,11 @@
  * cached module), samples a batch from N(0, 1) noise and prints the result.
  *
  *   jit_sample WEIGHTS.safetensors [--steps S] [--batch N] [--seed N] [--check]
+ *              [--cond V1,V2,...] [--guidance W]
+ *
+ * A conditional model (C > 0, flowgen.* metadata in the file) needs --cond:
+ * its C values, the same for every sample; --guidance W samples with
+ * classifier-free guidance (null conditioning zeros).
  *
  * Every failure prints one line "jit_sample: message" and exits with
  * flowgen_exit_code() of the status: 2 usage, 5 no CUDA driver or device,
@@ -21,7 +26,7 @@
 #define PROGRAM "jit_sample"
 #define USAGE                                                                 \
   "usage: jit_sample WEIGHTS.safetensors [--steps S] [--batch N] [--seed N] " \
-  "[--check]"
+  "[--check] [--cond V1,V2,...] [--guidance W]"
 #define BATCH_MAX (1 << 24)
 #define ROWS_SHOWN 4
 #define COLUMNS_SHOWN 8
@@ -33,6 +38,8 @@ typedef struct args {
   int64_t batch;
   uint64_t seed;
   bool check;           /* compare with the fp64 CPU reference */
+  const char *cond;     /* "V1,V2,...": the conditioning, NULL = none */
+  const char *guidance; /* NULL = no guidance */
 } args;
 
 static int fail(const flowgen_error *err) {
@@ -84,11 +91,17 @@ static int parse_args(int argc, char **argv, args *a) {
     bool is_steps = strcmp(arg, "--steps") == 0;
     bool is_batch = strcmp(arg, "--batch") == 0;
     bool is_seed = strcmp(arg, "--seed") == 0;
-    if (is_steps || is_batch || is_seed) {
+    bool is_cond = strcmp(arg, "--cond") == 0;
+    bool is_guidance = strcmp(arg, "--guidance") == 0;
+    if (is_steps || is_batch || is_seed || is_cond || is_guidance) {
       if (i + 1 >= argc) return usage_error("missing value after", arg);
       const char *value = argv[++i];
       uint64_t v = 0;
-      if (is_steps) {
+      if (is_cond) {
+        a->cond = value; /* parsed once C is known */
+      } else if (is_guidance) {
+        a->guidance = value;
+      } else if (is_steps) {
         a->steps = value; /* checked by flowgen_spec_set */
       } else if (is_batch) {
         if (!parse_u64(value, 1, BATCH_MAX, &v))
@@ -112,6 +125,20 @@ static int parse_args(int argc, char **argv, args *a) {
     return flowgen_exit_code(FLOWGEN_INVALID);
   }
   return -1;
+}
+
+/* "V1,V2,...": exactly count finite decimals into out. */
+static bool parse_values(const char *text, float *out, int count) {
+  const char *p = text;
+  for (int i = 0; i < count; ++i) {
+    char *end = NULL;
+    double v = strtod(p, &end);
+    if (end == p || !isfinite(v) || !isfinite((float)v)) return false;
+    out[i] = (float)v;
+    if (*end != (i + 1 < count ? ',' : '\0')) return false;
+    p = end + 1;
+  }
+  return true;
 }
 
 /* ---- x0 ~ N(0, 1): Box-Muller over splitmix64 ----------------------------- */
@@ -165,15 +192,17 @@ static void print_samples(const float *x, int64_t batch, int dim) {
 
 /* ||x - ref|| / ||ref|| against the fp64 CPU reference. */
 static flowgen_status check(const flowgen_spec *spec, const flowrt_weights *w,
-                            const float *x0, const float *x, int64_t batch,
-                            double *relerr, flowgen_error *err) {
+                            const float *x0, const float *x, const float *cond,
+                            float guidance, int64_t batch, double *relerr,
+                            flowgen_error *err) {
   size_t n = (size_t)batch * (size_t)spec->dim;
   double *ref = malloc(n * sizeof *ref);
   if (!ref) {
     snprintf(err->message, sizeof err->message, "out of memory");
     return err->status = FLOWGEN_NOMEM;
   }
-  flowgen_status st = flowrt_reference_f64(spec, w, x0, ref, batch, err);
+  flowgen_status st =
+      flowrt_reference_cond_f64(spec, w, x0, ref, cond, NULL, guidance, batch, err);
   double num = 0, den = 0;
   for (size_t i = 0; i < n && !st; ++i) {
     double d = (double)x[i] - ref[i];
@@ -195,21 +224,50 @@ int main(int argc, char **argv) {
   flowrt_weights *weights = NULL;
   flowrt_runtime *rt = NULL;
   flowrt_sampler *sampler = NULL;
-  float *x0 = NULL, *x = NULL;
+  float *x0 = NULL, *x = NULL, *cond = NULL, guidance = 1.0f;
 
-  /* The shape comes from the file (dim = hidden = 0: infer); the number of
-   * steps is the caller's choice. */
+  /* The model comes from the file (its shapes and metadata: expect NULL);
+   * the number of steps is the caller's choice. */
   flowgen_spec spec;
   flowgen_spec_default(&spec);
   if (a.steps && flowgen_spec_set(&spec, "steps", a.steps, &err))
     return fail(&err);
-  if (flowrt_weights_load(a.weights, NULL, 0, 0, &weights, &err))
+  if (flowrt_weights_load(a.weights, NULL, NULL, &weights, &err))
     return fail(&err);
-  spec.dim = weights->dim;
-  spec.hidden = weights->hidden;
-  printf("weights: %s (D=%d, H=%d), %d Euler steps, batch %lld, seed %llu\n",
-         a.weights, spec.dim, spec.hidden, spec.steps, (long long)a.batch,
-         (unsigned long long)a.seed);
+  flowrt_weights_model(weights, &spec);
+  printf("weights: %s (D=%d, H=%d, C=%d, L=%d), %d Euler steps, batch %lld, seed %llu\n",
+         a.weights, spec.dim, spec.hidden, spec.cond, weights->layers, spec.steps,
+         (long long)a.batch, (unsigned long long)a.seed);
+
+  /* The conditioning: one row of C values, repeated for every sample. */
+  if (!spec.cond != !a.cond || (a.guidance && !a.cond)) {
+    flowrt_weights_free(weights);
+    return usage_error(spec.cond ? "the model is conditional: give --cond with its values, C ="
+                                 : "--cond or --guidance for an unconditional model:",
+                       a.weights);
+  }
+  if (a.guidance) {
+    float w = 0;
+    if (!parse_values(a.guidance, &w, 1)) {
+      flowrt_weights_free(weights);
+      return usage_error("--guidance: expected a finite number, got", a.guidance);
+    }
+    guidance = w;
+    spec.guidance = true;
+  }
+  if (a.cond) {
+    size_t n = (size_t)a.batch * (size_t)spec.cond;
+    float *row = malloc((size_t)spec.cond * sizeof *row);
+    cond = malloc(n * sizeof *cond);
+    bool parsed = row && cond && parse_values(a.cond, row, spec.cond);
+    for (size_t i = 0; parsed && i < n; ++i) cond[i] = row[i % (size_t)spec.cond];
+    free(row);
+    if (!parsed) {
+      free(cond);
+      flowrt_weights_free(weights);
+      return usage_error("--cond: expected the model's C comma-separated values, got", a.cond);
+    }
+  }
 
   /* Compiling at start-up costs NVRTC time once; later runs find the module
    * in the disk cache ($FLOWGEN_CACHE_DIR, else ~/.cache/flowgen). */
@@ -231,12 +289,13 @@ int main(int argc, char **argv) {
   }
   if (!st) {
     fill_normal(x0, n, a.seed);
-    st = flowrt_sample_host(sampler, x0, x, a.batch, &err);
+    st = flowrt_sample_host_cond(sampler, x0, x, cond, NULL, guidance, a.batch, &err);
   }
   if (!st) print_samples(x, a.batch, spec.dim);
 
   double relerr = 0;
-  if (!st && a.check && !(st = check(&spec, weights, x0, x, a.batch, &relerr, &err))) {
+  if (!st && a.check &&
+      !(st = check(&spec, weights, x0, x, cond, guidance, a.batch, &relerr, &err))) {
     printf("check:   relative L2 error vs fp64 reference %.3e (tolerance %.0e)\n",
            relerr, CHECK_TOLERANCE);
     if (!(relerr <= CHECK_TOLERANCE)) {
@@ -250,6 +309,7 @@ int main(int argc, char **argv) {
   code = st ? fail(&err) : 0;
   free(x);
   free(x0);
+  free(cond);
   flowrt_sampler_destroy(sampler);
   flowrt_close(rt);
   flowrt_weights_free(weights);

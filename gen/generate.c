@@ -84,7 +84,7 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
                       const flowgen_options *opts) {
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(spec, symbol, sizeof symbol);
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 20);
   lua_pushinteger(L, spec->dim);
   lua_setfield(L, -2, "dim");
   lua_pushinteger(L, flowgen_spec_hidden(spec));
@@ -107,6 +107,27 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
   lua_setfield(L, -2, "host_launcher");
   lua_pushstring(L, FLOWGEN_VERSION);
   lua_setfield(L, -2, "version");
+  /* The model family, resolved: the templates see no zero defaults. */
+  lua_pushinteger(L, spec->cond);
+  lua_setfield(L, -2, "cond");
+  lua_pushinteger(L, flowgen_spec_layers(spec));
+  lua_setfield(L, -2, "layers");
+  lua_pushstring(L, flowgen_activation_name(spec->act));
+  lua_setfield(L, -2, "act");
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, spec->time.features);
+  lua_setfield(L, -2, "features");
+  lua_pushnumber(L, flowgen_spec_time_scale(spec));
+  lua_setfield(L, -2, "scale");
+  lua_setfield(L, -2, "time");
+  lua_pushstring(L, flowgen_spec_input(spec));
+  lua_setfield(L, -2, "input");
+  lua_pushboolean(L, spec->guidance);
+  lua_setfield(L, -2, "guidance");
+  lua_pushinteger(L, flowgen_spec_time_width(spec));
+  lua_setfield(L, -2, "time_width");
+  lua_pushinteger(L, flowgen_spec_in_width(spec));
+  lua_setfield(L, -2, "in_width");
   if (opts && opts->tune) {
     lua_pushstring(L, opts->tune);
     lua_setfield(L, -2, "tune");
@@ -529,6 +550,23 @@ char *flowgen_kernel_describe(const flowgen_kernel *k) {
       k->variant_count ? k->variants[0].strategy : "", "variants", variants,
       "source_bytes", (json_int_t)k->source_size);
   if (!root) return NULL;
+  /* The model family, as the flags take it. */
+  char time[64], input[8];
+  flowgen_time_name(&k->spec.time, time, sizeof time);
+  flowgen_spec_input_name(&k->spec, input, sizeof input);
+  json_t *family = json_pack(
+      "{s:i, s:i, s:s, s:s, s:s, s:b, s:i, s:i}", "cond", k->spec.cond,
+      "layers", flowgen_spec_layers(&k->spec), "act",
+      flowgen_activation_name(k->spec.act), "time", time, "input", input,
+      "guidance", k->spec.guidance, "time_width",
+      flowgen_spec_time_width(&k->spec), "in_width",
+      flowgen_spec_in_width(&k->spec));
+  if (!family || json_object_update(root, family) != 0) {
+    json_decref(family);
+    json_decref(root);
+    return NULL;
+  }
+  json_decref(family);
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(root);
   if (!text) return NULL;

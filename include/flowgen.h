@@ -94,6 +94,30 @@ typedef enum flowgen_precision {
 #define FLOWGEN_STEPS_MAX 10000
 #define FLOWGEN_ARCH_MIN 75
 #define FLOWGEN_NAME_MAX 64
+#define FLOWGEN_COND_MAX 4096
+#define FLOWGEN_LAYERS_MIN 2
+#define FLOWGEN_LAYERS_MAX 8
+#define FLOWGEN_LAYERS_DEFAULT 3
+#define FLOWGEN_TIME_FEATURES_MAX 1024
+#define FLOWGEN_TIME_SCALE_DEFAULT 1000.0
+
+/* The activation between the Linear layers. */
+typedef enum flowgen_activation {
+  FLOWGEN_ACT_SILU = 0,   /* x * sigmoid(x) */
+  FLOWGEN_ACT_GELU,       /* x * Phi(x), exact (erf): nn.GELU() */
+  FLOWGEN_ACT_GELU_TANH,  /* nn.GELU(approximate='tanh') */
+  FLOWGEN_ACT_RELU,
+  FLOWGEN_ACT_TANH,
+} flowgen_activation;
+
+/* How t enters the first layer: T columns of its input.  raw (features 0):
+ * the one column t, T = 1.  sin:K (features K, even): half = K/2,
+ * f_i = 10000^(-i/half), [sin(scale t f_0) .. sin(scale t f_{half-1}),
+ * cos(scale t f_0) .. cos(scale t f_{half-1})], T = K. */
+typedef struct flowgen_time {
+  int features;   /* 0 = raw; K, even, 2 to FLOWGEN_TIME_FEATURES_MAX: sin */
+  double scale;   /* sin: positive and finite, 0 = 1000; raw: ignored */
+} flowgen_time;
 
 typedef struct flowgen_spec {
   int dim;                       /* D, state dimension */
@@ -106,13 +130,30 @@ typedef struct flowgen_spec {
                                     sm_90): wgmma; the runtime resolves arch
                                     and this from the device */
   char name[FLOWGEN_NAME_MAX];   /* symbol prefix; "" = derived from the shape */
+  /* The model family (zeroed: the seed, an unconditional MLP of three
+   * Linear layers with SiLU on [x, t]):
+   *   Sequential(Linear(D + T + C, H), act, Linear(H, H), act, ..., Linear(H, D))
+   * applied to the concatenation of x, tau(t) and c in the order input. */
+  int cond;                      /* C, conditioning width, 0 to
+                                    FLOWGEN_COND_MAX; 0 = unconditional */
+  int layers;                    /* L, Linear layers, 2 to 8; 0 = 3 */
+  flowgen_activation act;        /* between the Linear layers */
+  flowgen_time time;             /* tau(t) */
+  char input[4];                 /* the concatenation's order, the three
+                                    letters of "xtc" in any order; "" = "xtc" */
+  bool guidance;                 /* classifier-free guidance in the kernel:
+                                    v = v_u + w (v_c - v_u), w given at launch,
+                                    v_u with the null conditioning; needs cond */
 } flowgen_spec;
 
-/* D=64, H=256, S=32, euler, fp32, sm_90. */
+/* D=64, H=256, S=32, euler, fp32, sm_90; the seed model (C=0, L=3, silu,
+ * raw time, x,t,c, no guidance). */
 void flowgen_spec_default(flowgen_spec *spec);
 
 /* Sets one field from text, as the CLI flag of the same name would:
- * "dim", "hidden", "steps", "solver", "precision", "arch", "name".
+ * "dim", "hidden", "steps", "solver", "precision", "arch", "name", "cond",
+ * "layers", "act" (silu, gelu, gelu_tanh, relu, tanh), "time" (raw, sin:K,
+ * sin:K:SCALE), "input" (x,t,c in any order), "guidance" (0 or 1).
  * Strict: no sign, no spaces, no trailing characters, in range. */
 flowgen_status flowgen_spec_set(flowgen_spec *spec, const char *field,
                                 const char *value, flowgen_error *err);
@@ -127,11 +168,39 @@ int flowgen_spec_hidden(const flowgen_spec *spec);
 /* The target's name as --arch takes it: "sm_90", "sm_90a". */
 void flowgen_spec_arch_name(const flowgen_spec *spec, char *buf, size_t size);
 
-/* The kernel symbol prefix in effect, e.g. "flow_d64_h256_s32_fp32". */
+/* The Linear layers in effect (resolves 0 to 3). */
+int flowgen_spec_layers(const flowgen_spec *spec);
+
+/* T, the time columns of the first layer's input: 1 (raw) or K (sin:K). */
+int flowgen_spec_time_width(const flowgen_spec *spec);
+
+/* The first layer's input width D + T + C. */
+int flowgen_spec_in_width(const flowgen_spec *spec);
+
+/* The concatenation's order in effect: "xtc" for "", else spec->input. */
+const char *flowgen_spec_input(const flowgen_spec *spec);
+
+/* The time scale in effect: for sin, scale or 1000; 0 for raw. */
+double flowgen_spec_time_scale(const flowgen_spec *spec);
+
+/* The time spec as "time" takes it: "raw", "sin:16", "sin:16:2.5" (the
+ * scale only when not 1000; %.17g, so that it reads back the same). */
+void flowgen_time_name(const flowgen_time *time, char *buf, size_t size);
+
+/* The input order as "input" takes it: "x,t,c". */
+void flowgen_spec_input_name(const flowgen_spec *spec, char *buf,
+                             size_t size);
+
+/* The kernel symbol prefix in effect, e.g. "flow_d64_h256_s32_fp32"; a
+ * model other than the seed appends its fields that are not the default:
+ * _c<C>, _l<L>, _<act>, _sin<K>, _<input>, _cfg
+ * (e.g. "flow_d64_h256_s32_fp32_c10_gelu_sin32_cfg"). */
 void flowgen_spec_symbol(const flowgen_spec *spec, char *buf, size_t size);
 
 const char *flowgen_solver_name(flowgen_solver solver);
 const char *flowgen_precision_name(flowgen_precision precision);
+/* "silu", "gelu", "gelu_tanh", "relu", "tanh"; "unknown" otherwise. */
+const char *flowgen_activation_name(flowgen_activation act);
 
 /* ---- generation --------------------------------------------------------- */
 

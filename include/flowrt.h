@@ -19,38 +19,69 @@ extern "C" {
 
 /* ---- weights (host, fp32, PyTorch layout) ------------------------------- */
 
-/* The six tensors of the velocity MLP, row-major as in PyTorch's state_dict:
- * w1 H x (D+1), b1 H, w2 H x H, b2 H, w3 D x H, b3 D. */
+/* The Linear layers of a model of the family (flowgen.h's flowgen_spec),
+ * row-major as in PyTorch's state_dict: w[0] is H x (D + T + C), its
+ * columns in the input order (x: D, tau(t): T, c: C); w[i] is H x H for
+ * 0 < i < L - 1; w[L - 1] is D x H; b[i] has w[i]'s rows.  What the
+ * shapes cannot tell (act, time, input) comes from the file's metadata,
+ * else the caller's expected spec, else the seed's (silu, raw, x,t,c). */
 typedef struct flowrt_weights {
-  int dim;      /* D */
-  int hidden;   /* H */
-  float *w1, *b1, *w2, *b2, *w3, *b3;
+  int dim;                  /* D */
+  int hidden;               /* H */
+  int cond;                 /* C, 0 = unconditional */
+  int layers;               /* L, 2 to 8 */
+  int time_width;           /* T: 1 (raw) or K (sin:K) */
+  flowgen_activation act;
+  flowgen_time time;
+  char input[4];            /* "xtc", "cxt", ...: never "" */
+  float *w[FLOWGEN_LAYERS_MAX];  /* NULL from layers on */
+  float *b[FLOWGEN_LAYERS_MAX];
 } flowrt_weights;
 
-/* Reads a safetensors file holding PREFIX0.weight ... PREFIX4.bias
- * (prefix NULL = "velocity."); F32, F16 and BF16 are converted to fp32.
- * dim / hidden: the expected shape, or 0 to infer it from the file. */
+/* Reads a safetensors file holding PREFIX0.weight, PREFIX0.bias,
+ * PREFIX2.weight, ... (the Linear layers of an nn.Sequential, at even
+ * indices; prefix NULL = "velocity."); F32, F16 and BF16 are converted to
+ * fp32.  L is how many are present, D the last layer's rows, H the first
+ * layer's, C the first layer's columns minus D and T.  The file's
+ * __metadata__ may say flowgen.act, flowgen.time, flowgen.input (as the
+ * flags take them) and flowgen.cond.
+ * expect (NULL = infer everything): the fields of its model that are not
+ * zero (dim, hidden, cond, layers; act other than silu, time other than
+ * raw, input other than "") must agree with the file, else FLOWGEN_WEIGHTS
+ * naming both; its time also gives T when the file's metadata does not. */
 flowgen_status flowrt_weights_load(const char *path, const char *prefix,
-                                   int dim, int hidden, flowrt_weights **out,
-                                   flowgen_error *err);
+                                   const flowgen_spec *expect,
+                                   flowrt_weights **out, flowgen_error *err);
 /* Same, from a safetensors image in memory; name is used in messages. */
 flowgen_status flowrt_weights_parse(const void *data, size_t size,
                                     const char *name, const char *prefix,
-                                    int dim, int hidden, flowrt_weights **out,
-                                    flowgen_error *err);
+                                    const flowgen_spec *expect,
+                                    flowrt_weights **out, flowgen_error *err);
 /* A model built into flowgen: "digits" (flow matching on scikit-learn's
- * 8x8 digits scaled to [-1, 1]; D=64, H=256; see examples/digits/). */
+ * 8x8 digits scaled to [-1, 1]; D=64, H=256, the seed model; see
+ * examples/digits/). */
 flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
                                       flowgen_error *err);
-/* Allocates zeroed weights of the given shape. */
-flowgen_status flowrt_weights_alloc(int dim, int hidden, flowrt_weights **out,
-                                    flowgen_error *err);
+/* Allocates zeroed weights for model's D, H, C, L and time, with its act
+ * and input (its other fields do not matter). */
+flowgen_status flowrt_weights_alloc(const flowgen_spec *model,
+                                    flowrt_weights **out, flowgen_error *err);
 void flowrt_weights_free(flowrt_weights *weights);
+/* Sets spec's model (dim, hidden, cond, layers, act, time, input) to the
+ * weights'; its other fields are left as they are. */
+void flowrt_weights_model(const flowrt_weights *weights, flowgen_spec *spec);
+/* Whether the weights are of spec's model: FLOWGEN_INVALID naming the first
+ * field that differs, with both values. */
+flowgen_status flowrt_weights_check(const flowrt_weights *weights,
+                                    const flowgen_spec *spec,
+                                    flowgen_error *err);
 
 /* ---- CPU reference ------------------------------------------------------ */
 
 /* Integrates the model in fp64 on the CPU (the test oracle and the `cpu`
- * device).  x0, x: batch x D, row-major; x may equal x0. */
+ * device), as PyTorch computes the family: gelu with erf, gelu_tanh as
+ * approximate='tanh', tau(t) in fp64.  x0, x: batch x D, row-major; x may
+ * equal x0.  An unconditional model only (else flowrt_reference_cond). */
 flowgen_status flowrt_reference(const flowgen_spec *spec,
                                 const flowrt_weights *weights, const float *x0,
                                 float *x, int64_t batch, flowgen_error *err);
@@ -59,6 +90,23 @@ flowgen_status flowrt_reference_f64(const flowgen_spec *spec,
                                     const flowrt_weights *weights,
                                     const float *x0, double *x, int64_t batch,
                                     flowgen_error *err);
+/* Any model.  cond: batch x C (NULL when C = 0), finite.  With
+ * spec->guidance: v = v_u + guidance (v_c - v_u), v_u on null_cond (1 x C,
+ * NULL = zeros); without, guidance must be 1 (the conditional field) and
+ * null_cond NULL. */
+flowgen_status flowrt_reference_cond(const flowgen_spec *spec,
+                                     const flowrt_weights *weights,
+                                     const float *x0, float *x,
+                                     const float *cond, const float *null_cond,
+                                     float guidance, int64_t batch,
+                                     flowgen_error *err);
+flowgen_status flowrt_reference_cond_f64(const flowgen_spec *spec,
+                                         const flowrt_weights *weights,
+                                         const float *x0, double *x,
+                                         const float *cond,
+                                         const float *null_cond,
+                                         float guidance, int64_t batch,
+                                         flowgen_error *err);
 
 /* ---- compilation (no GPU needed) ---------------------------------------- */
 
@@ -125,7 +173,7 @@ typedef struct flowrt_stats {
 } flowrt_stats;
 
 /* Generates, compiles (or finds in the cache), loads and uploads weights.
- * The weights must match spec's D and H. */
+ * The weights must be of spec's model (flowrt_weights_check). */
 flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
                                      const flowgen_spec *spec,
                                      const flowrt_weights *weights,
@@ -146,6 +194,37 @@ flowgen_status flowrt_sample(flowrt_sampler *sampler, uint64_t x0, uint64_t x,
 /* Convenience: host arrays, synchronous. */
 flowgen_status flowrt_sample_host(flowrt_sampler *sampler, const float *x0,
                                   float *x, int64_t batch, flowgen_error *err);
+
+/* Samples a conditional model (C > 0; for C = 0 it is flowrt_sample, cond
+ * and null_cond 0).  cond: device pointer to batch x C fp32, constant over
+ * the integration.  With spec.guidance: v = v_u + guidance (v_c - v_u),
+ * v_u on null_cond (device 1 x C, 0 = zeros), guidance finite; without,
+ * guidance must be 1 and null_cond 0.  The conditioning's bias of the
+ * first layer is computed once per launch, before the first step, into
+ * the sampler's workspace (batch x H floats, 2H guided): a launch that
+ * needs more than the workspace holds grows it, which is not allowed
+ * inside CUDA graph capture (FLOWGEN_INVALID): call
+ * flowrt_sampler_reserve first.  Launches of one sampler must not overlap. */
+flowgen_status flowrt_sample_cond(flowrt_sampler *sampler, uint64_t x0,
+                                  uint64_t x, uint64_t cond, uint64_t null_cond,
+                                  float guidance, int64_t batch, void *stream,
+                                  flowgen_error *err);
+/* Convenience: host arrays (cond batch x C, null_cond 1 x C or NULL; both
+ * checked finite: FLOWGEN_INPUT), synchronous. */
+flowgen_status flowrt_sample_host_cond(flowrt_sampler *sampler,
+                                       const float *x0, float *x,
+                                       const float *cond,
+                                       const float *null_cond, float guidance,
+                                       int64_t batch, flowgen_error *err);
+/* Makes the workspace hold max_batch rows now (outside graph capture), so
+ * that launches of up to max_batch rows never allocate.  Nothing for an
+ * unconditional model. */
+flowgen_status flowrt_sampler_reserve(flowrt_sampler *sampler,
+                                      int64_t max_batch, flowgen_error *err);
+/* The workspace bytes a launch of batch rows needs: batch x H floats (2H
+ * with guidance), 0 for an unconditional model. */
+size_t flowrt_sampler_workspace_bytes(const flowrt_sampler *sampler,
+                                      int64_t batch);
 
 /* ---- disk cache --------------------------------------------------------- */
 

@@ -17,7 +17,7 @@
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                \
   X(cuFuncSetAttribute) X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree)        \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamSynchronize) X(cuCtxSynchronize)  \
-  X(cuGetErrorName) X(cuGetErrorString)
+  X(cuStreamIsCapturing) X(cuGetErrorName) X(cuGetErrorString)
 
 #define FG_NVRTC_FUNCTIONS(X)                                                 \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs)         \

@@ -5,6 +5,7 @@
 #include "flowrt.h"
 #include "module_cache.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ typedef struct fg_module {
   flowgen_kernel *kernel;     /* source and launch configuration */
   CUmodule module;
   CUfunction pack;
+  CUfunction cond;            /* <symbol>_cond: conditional models only */
   CUfunction *functions;      /* one per variant */
 } fg_module;
 
@@ -46,7 +48,10 @@ struct flowrt_sampler {
   flowrt_runtime *rt;
   fg_module *mod;
   CUdeviceptr params;
-  int dim;
+  int dim, hidden, cond;
+  bool guidance;
+  CUdeviceptr workspace;      /* the conditioning's first-layer bias */
+  int64_t workspace_rows;     /* rows it holds */
   flowrt_stats stats;
 };
 
@@ -199,7 +204,21 @@ static bool same_spec(const flowgen_spec *a, const flowgen_spec *b) {
          a->steps == b->steps && a->solver == b->solver &&
          a->precision == b->precision && a->arch == b->arch &&
          a->arch_specific == b->arch_specific &&
-         strcmp(a->name, b->name) == 0;
+         strcmp(a->name, b->name) == 0 && a->cond == b->cond &&
+         flowgen_spec_layers(a) == flowgen_spec_layers(b) && a->act == b->act &&
+         a->time.features == b->time.features &&
+         flowgen_spec_time_scale(a) == flowgen_spec_time_scale(b) &&
+         strcmp(flowgen_spec_input(a), flowgen_spec_input(b)) == 0 &&
+         a->guidance == b->guidance;
+}
+
+/* The seed model (C=0, L=3, silu, raw time, x,t,c, no guidance): its pack
+ * kernel takes the six tensors one by one, as it always has; every other
+ * member's takes a Tensors struct. */
+static bool is_seed(const flowgen_spec *s) {
+  return s->cond == 0 && flowgen_spec_layers(s) == 3 && s->act == FLOWGEN_ACT_SILU &&
+         s->time.features == 0 && strcmp(flowgen_spec_input(s), "xtc") == 0 &&
+         !s->guidance;
 }
 
 static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
@@ -210,6 +229,12 @@ static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
   const flowgen_variant *v0 = flowgen_kernel_variant(m->kernel, 0);
   flowgen_status st =
       FG_CU(err, rt->cu->cuModuleGetFunction(&m->pack, m->module, v0->pack_symbol));
+  if (!st && m->spec.cond) {
+    char symbol[FLOWGEN_NAME_MAX + 80];
+    flowgen_spec_symbol(&m->spec, symbol, sizeof symbol - 8);
+    strcat(symbol, "_cond");
+    st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->cond, m->module, symbol));
+  }
   for (int i = 0; i < n && !st; ++i) {
     const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
     st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->functions[i], m->module, v->symbol));
@@ -307,35 +332,50 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
 
 /* ---- samplers --------------------------------------------------------------- */
 
+/* The pack kernel over the layers on the device: the seed's takes the six
+ * tensors (w1, b1, w2, b2, w3, b3) and params; the others take
+ *   struct Tensors { const float* w[kLayers]; const float* b[kLayers]; }
+ * by value, then params: 2 L pointers in a row, w's first. */
 static flowgen_status upload_weights(flowrt_sampler *s,
                                      const flowrt_weights *w,
                                      flowgen_error *err) {
   flowrt_runtime *rt = s->rt;
-  const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
-  const size_t counts[6] = {H * (D + 1), H, H * H, H, D * H, D};
-  const float *host[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
-  size_t total = 0;
-  for (int i = 0; i < 6; ++i) total += counts[i];
+  const int L = w->layers;
+  size_t counts[2 * FLOWGEN_LAYERS_MAX], total = 0;
+  const float *host[2 * FLOWGEN_LAYERS_MAX];
+  for (int i = 0; i < L; ++i) {
+    size_t rows = i == L - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    counts[i] = rows * cols;
+    counts[L + i] = rows;
+    host[i] = w->w[i];
+    host[L + i] = w->b[i];
+  }
+  for (int i = 0; i < 2 * L; ++i) total += counts[i];
   const flowgen_variant *v = flowgen_kernel_variant(s->mod->kernel, 0);
   CUdeviceptr raw = 0;
   flowgen_status st = FG_CU(err, rt->cu->cuMemAlloc(&raw, total * sizeof(float)));
   if (!st) st = FG_CU(err, rt->cu->cuMemAlloc(&s->params, v->params_bytes));
-  CUdeviceptr ptr[6];
+  CUdeviceptr tensors[2 * FLOWGEN_LAYERS_MAX];
   size_t offset = 0;
-  for (int i = 0; i < 6 && !st; ++i) {
-    ptr[i] = raw + offset * sizeof(float);
-    st = FG_CU(err, rt->cu->cuMemcpyHtoD(ptr[i], host[i], counts[i] * sizeof(float)));
+  for (int i = 0; i < 2 * L && !st; ++i) {
+    tensors[i] = raw + offset * sizeof(float);
+    st = FG_CU(err, rt->cu->cuMemcpyHtoD(tensors[i], host[i], counts[i] * sizeof(float)));
     offset += counts[i];
   }
   if (!st) {
-    void *args[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &ptr[5], &s->params};
+    CUdeviceptr *t = tensors;
+    void *seed_args[] = {&t[0], &t[3], &t[1], &t[4], &t[2], &t[5], &s->params};
+    void *family_args[] = {tensors, &s->params};
     size_t floats = v->params_bytes / sizeof(float);
     unsigned blocks = (unsigned)((floats + (size_t)v->pack_threads - 1) / (size_t)v->pack_threads);
-    CUlaunchConfig cfg = {.gridDimX = blocks > 65535 ? 65535 : blocks,
+    CUlaunchConfig cfg = {.gridDimX = blocks > 65535 ? 65535 : blocks ? blocks : 1,
                           .gridDimY = 1, .gridDimZ = 1,
                           .blockDimX = (unsigned)v->pack_threads,
                           .blockDimY = 1, .blockDimZ = 1};
-    st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->pack, args, NULL));
+    st = FG_CU(err, rt->cu->cuLaunchKernelEx(&cfg, s->mod->pack,
+                                             is_seed(&s->mod->spec) ? seed_args : family_args,
+                                             NULL));
   }
   if (!st) st = FG_CU(err, rt->cu->cuCtxSynchronize());
   if (raw) rt->cu->cuMemFree(raw);
@@ -350,16 +390,15 @@ flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
   if (!rt || !spec || !weights)
     return fg_fail(err, FLOWGEN_INVALID, "runtime, spec and weights are required");
   flowgen_status st = flowgen_spec_validate(spec, err);
+  if (!st) st = flowrt_weights_check(weights, spec, err);
   if (st) return st;
-  if (weights->dim != spec->dim || weights->hidden != flowgen_spec_hidden(spec))
-    return fg_fail(err, FLOWGEN_INVALID,
-                   "the weights are D=%d, H=%d but the spec asks for D=%d, H=%d",
-                   weights->dim, weights->hidden, spec->dim,
-                   flowgen_spec_hidden(spec));
   flowrt_sampler *s = calloc(1, sizeof *s);
   if (!s) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   s->rt = rt;
   s->dim = spec->dim;
+  s->hidden = flowgen_spec_hidden(spec);
+  s->cond = spec->cond;
+  s->guidance = spec->guidance;
   flowgen_spec resolved = *spec;
   resolved.arch = rt->compile_arch;
   resolve_arch_specific(&resolved);
@@ -393,6 +432,7 @@ void flowrt_sampler_destroy(flowrt_sampler *s) {
   pthread_mutex_lock(&rt->lock);
   bool pushed = push_ctx(rt, NULL) == FLOWGEN_OK;
   if (s->params) rt->cu->cuMemFree(s->params);
+  if (s->workspace) rt->cu->cuMemFree(s->workspace);
   if (pushed) pop_ctx(rt);
   pthread_mutex_unlock(&rt->lock);
   free(s);
@@ -406,11 +446,22 @@ const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *s) {
   return s->mod->kernel;
 }
 
-/* Launches variant v of s's module on batch rows (the context is current). */
-static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, CUdeviceptr in,
-                       CUdeviceptr out, int64_t batch, void *stream) {
+/* ---- launches --------------------------------------------------------------- */
+
+/* The arguments of one launch. */
+typedef struct launch_args {
+  CUdeviceptr x0, x, cond, null_cond;
+  long long rows;
+  float guidance;
+} launch_args;
+
+/* Launches variant v of s's module on batch rows (the context is current).
+ * The sampling kernels take (x0, x, batch, params), and for a conditional
+ * model also (cond_bias, guidance): the workspace the cond kernel filled. */
+static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, launch_args *a,
+                       void *stream) {
   flowrt_runtime *rt = s->rt;
-  int64_t blocks = (batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
+  int64_t blocks = (a->rows + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
   if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->figures.sms * v->grid_blocks_per_sm;
   /* A cooperative launch (every block resident at once), else a cluster
    * launch where the blocks make clusters, as the variant's launch
@@ -430,57 +481,209 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, CUdeviceptr 
                         .hStream = (CUstream)stream,
                         .attrs = with_attr ? &attr : NULL,
                         .numAttrs = with_attr ? 1 : 0};
-  long long rows = batch;
-  void *args[] = {&in, &out, &rows, &s->params};
+  void *args[] = {&a->x0, &a->x, &a->rows, &s->params, &s->workspace, &a->guidance};
   const flowgen_kernel *k = s->mod->kernel;
   int index = (int)(v - flowgen_kernel_variant(k, 0));
   return rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL);
 }
 
-flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
-                             int64_t batch, void *stream, flowgen_error *err) {
+/* The conditioning's bias of the first layer, once per launch:
+ *   <name>_cond(cond, null_cond, batch, params, cond_bias)
+ * writes batch x H floats (guided: 2H a row, the conditional then the
+ * null bias).  One thread an output element, blocks of the plan's
+ * pack_threads; the kernel strides over the grid, so any grid serves. */
+static CUresult launch_cond(flowrt_sampler *s, launch_args *a, void *stream) {
+  const flowgen_variant *v0 = flowgen_kernel_variant(s->mod->kernel, 0);
+  int64_t outputs = a->rows * s->hidden * (s->guidance ? 2 : 1);
+  int64_t blocks = (outputs + v0->pack_threads - 1) / v0->pack_threads;
+  CUlaunchConfig cfg = {.gridDimX = (unsigned)(blocks > 0x7fffffff ? 0x7fffffff : blocks),
+                        .gridDimY = 1, .gridDimZ = 1,
+                        .blockDimX = (unsigned)v0->pack_threads,
+                        .blockDimY = 1, .blockDimZ = 1,
+                        .hStream = (CUstream)stream};
+  void *args[] = {&a->cond, &a->null_cond, &a->rows, &s->params, &s->workspace};
+  return s->rt->cu->cuLaunchKernelEx(&cfg, s->mod->cond, args, NULL);
+}
+
+size_t flowrt_sampler_workspace_bytes(const flowrt_sampler *s, int64_t batch) {
+  if (!s || !s->cond || batch <= 0) return 0;
+  return (size_t)batch * (size_t)s->hidden * (s->guidance ? 2 : 1) * sizeof(float);
+}
+
+/* Grows the workspace to rows (the context is current).  Never during
+ * graph capture: the allocation would not be part of the graph, and the
+ * old buffer may be in use by work already captured. */
+static flowgen_status grow_workspace(flowrt_sampler *s, int64_t rows, void *stream,
+                                     bool check_capture, flowgen_error *err) {
+  if (rows <= s->workspace_rows) return FLOWGEN_OK;
+  flowrt_runtime *rt = s->rt;
+  flowgen_status st;
+  if (check_capture) {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    st = FG_CU(err, rt->cu->cuStreamIsCapturing((CUstream)stream, &capture));
+    if (st) return st;
+    if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+      return fg_fail(err, FLOWGEN_INVALID,
+                     "batch %lld needs a workspace of %zu bytes (the sampler holds "
+                     "%lld rows) and it cannot grow during CUDA graph capture: call "
+                     "flowrt_sampler_reserve(sampler, %lld) before the capture",
+                     (long long)rows, flowrt_sampler_workspace_bytes(s, rows),
+                     (long long)s->workspace_rows, (long long)rows);
+  }
+  CUdeviceptr grown = 0;
+  st = FG_CU(err, rt->cu->cuMemAlloc(&grown, flowrt_sampler_workspace_bytes(s, rows)));
+  if (st) return st;
+  /* The old buffer may still be read by this sampler's last launch. */
+  if (s->workspace) {
+    st = FG_CU(err, rt->cu->cuCtxSynchronize());
+    if (st) {
+      rt->cu->cuMemFree(grown);
+      return st;
+    }
+    rt->cu->cuMemFree(s->workspace);
+  }
+  s->workspace = grown;
+  s->workspace_rows = rows;
+  return FLOWGEN_OK;
+}
+
+flowgen_status flowrt_sampler_reserve(flowrt_sampler *s, int64_t max_batch,
+                                      flowgen_error *err) {
+  if (!s) return fg_fail(err, FLOWGEN_INVALID, "sampler is NULL");
+  if (max_batch < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "max_batch %lld is negative", (long long)max_batch);
+  if (!s->cond || max_batch <= s->workspace_rows) return FLOWGEN_OK;
+  flowgen_status st = push_ctx(s->rt, err);
+  if (st) return st;
+  st = grow_workspace(s, max_batch, NULL, false, err);
+  pop_ctx(s->rt);
+  return st;
+}
+
+/* The checks every launch makes, before any driver call. */
+static flowgen_status check_launch(const flowrt_sampler *s, int64_t batch, uint64_t x0,
+                                   uint64_t x, uint64_t cond, uint64_t null_cond,
+                                   float guidance, flowgen_error *err) {
+  if (!s) return fg_fail(err, FLOWGEN_INVALID, "sampler is NULL");
   if (batch < 0)
     return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
-  if (batch == 0) return FLOWGEN_OK;
-  if (!x0 || !x) return fg_fail(err, FLOWGEN_INVALID, "x0 and x must be device pointers");
+  if (s->cond && !cond)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "the model is conditional (C=%d): give cond, a device pointer to "
+                   "batch x %d floats (flowrt_sample_cond)",
+                   s->cond, s->cond);
+  if (!s->cond && (cond || null_cond))
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "%s given, but the model has no conditioning (C=0)",
+                   cond ? "cond" : "null_cond");
+  if (!isfinite(guidance))
+    return fg_fail(err, FLOWGEN_INVALID, "guidance %g is not finite", guidance);
+  if (!s->guidance && guidance != 1.0f)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "guidance %g, but the sampler's spec has no guidance (its field "
+                   "is the conditional one, w = 1): set spec.guidance",
+                   guidance);
+  if (!s->guidance && null_cond)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "null_cond given, but the sampler's spec has no guidance");
+  if (batch > 0 && (!x0 || !x))
+    return fg_fail(err, FLOWGEN_INVALID, "x0 and x must be device pointers");
+  return FLOWGEN_OK;
+}
+
+static flowgen_status sample(flowrt_sampler *s, launch_args *a, void *stream,
+                             flowgen_error *err) {
   const flowgen_kernel *k = s->mod->kernel;
-  const flowgen_variant *v = flowgen_kernel_pick(k, batch);
+  const flowgen_variant *v = flowgen_kernel_pick(k, a->rows);
   if (!v)
-    return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld",
-                   (long long)batch);
-  if ((batch + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks > 0x7fffffff)
-    return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks",
-                   (long long)batch);
+    return fg_fail(err, FLOWGEN_INTERNAL, "no kernel variant for batch %lld", a->rows);
+  if ((a->rows + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks > 0x7fffffff)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks", a->rows);
   flowrt_runtime *rt = s->rt;
   flowgen_status st = push_ctx(rt, err);
   if (st) return st;
-  CUresult result = launch(s, v, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
+  if (s->cond) st = grow_workspace(s, a->rows, stream, true, err);
+  if (!st && s->cond) st = fg_cuda_check(launch_cond(s, a, stream), "cuLaunchKernelEx", err);
+  if (st) {
+    pop_ctx(rt);
+    return st;
+  }
+  CUresult result = launch(s, v, a, stream);
   /* Where fewer SMs are ours than the device has (MPS, green contexts), a
    * cooperative grid cannot be resident at once: its fallback serves the
    * batch instead (every variant serves any batch; the ranges are for
    * speed), as in the generated host launcher. */
   const flowgen_variant *fallback = v->cooperative ? flowgen_kernel_variant(k, v->fallback) : NULL;
   if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && fallback)
-    result = launch(s, fallback, (CUdeviceptr)x0, (CUdeviceptr)x, batch, stream);
+    result = launch(s, fallback, a, stream);
   st = fg_cuda_check(result, "cuLaunchKernelEx", err);
   pop_ctx(rt);
   return st;
 }
 
+flowgen_status flowrt_sample(flowrt_sampler *s, uint64_t x0, uint64_t x,
+                             int64_t batch, void *stream, flowgen_error *err) {
+  return flowrt_sample_cond(s, x0, x, 0, 0, 1.0f, batch, stream, err);
+}
+
+flowgen_status flowrt_sample_cond(flowrt_sampler *s, uint64_t x0, uint64_t x,
+                                  uint64_t cond, uint64_t null_cond, float guidance,
+                                  int64_t batch, void *stream, flowgen_error *err) {
+  flowgen_status st = check_launch(s, batch, x0, x, cond, null_cond, guidance, err);
+  if (st || batch == 0) return st;
+  launch_args a = {(CUdeviceptr)x0, (CUdeviceptr)x, (CUdeviceptr)cond,
+                   (CUdeviceptr)null_cond, batch, guidance};
+  return sample(s, &a, stream, err);
+}
+
+/* A NaN or an infinity in the conditioning would come out as NaN samples. */
+static flowgen_status check_finite(const char *what, const float *v, int64_t rows,
+                                   int cols, flowgen_error *err) {
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (isfinite(v[i])) continue;
+    return fg_fail(err, FLOWGEN_INPUT,
+                   "%s: row %lld, column %lld is %s (the conditioning must be finite)",
+                   what, (long long)(i / cols), (long long)(i % cols),
+                   isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
+  }
+  return FLOWGEN_OK;
+}
+
 flowgen_status flowrt_sample_host(flowrt_sampler *s, const float *x0, float *x,
                                   int64_t batch, flowgen_error *err) {
-  if (batch < 0)
-    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative", (long long)batch);
-  if (batch == 0) return FLOWGEN_OK;
+  return flowrt_sample_host_cond(s, x0, x, NULL, NULL, 1.0f, batch, err);
+}
+
+flowgen_status flowrt_sample_host_cond(flowrt_sampler *s, const float *x0, float *x,
+                                       const float *cond, const float *null_cond,
+                                       float guidance, int64_t batch,
+                                       flowgen_error *err) {
+  if (batch > 0 && (!x0 || !x))
+    return fg_fail(err, FLOWGEN_INVALID, "x0 and x are required");
+  /* The device pointers' checks, on the host arrays. */
+  flowgen_status st = check_launch(s, batch, (uintptr_t)x0, (uintptr_t)x, (uintptr_t)cond,
+                                   (uintptr_t)null_cond, guidance, err);
+  if (!st && cond && batch > 0) st = check_finite("cond", cond, batch, s->cond, err);
+  if (!st && null_cond) st = check_finite("null_cond", null_cond, 1, s->cond, err);
+  if (st || batch == 0) return st;
   flowrt_runtime *rt = s->rt;
-  size_t bytes = (size_t)batch * (size_t)s->dim * sizeof(float);
+  size_t x_bytes = (size_t)batch * (size_t)s->dim * sizeof(float);
+  size_t c_bytes = cond ? (size_t)batch * (size_t)s->cond * sizeof(float) : 0;
+  size_t n_bytes = null_cond ? (size_t)s->cond * sizeof(float) : 0;
   CUdeviceptr buf = 0;
-  flowgen_status st = push_ctx(rt, err);
+  st = push_ctx(rt, err);
   if (st) return st;
-  st = FG_CU(err, rt->cu->cuMemAlloc(&buf, bytes));
-  if (!st) st = FG_CU(err, rt->cu->cuMemcpyHtoD(buf, x0, bytes));
-  if (!st) st = flowrt_sample(s, buf, buf, batch, NULL, err);
-  if (!st) st = FG_CU(err, rt->cu->cuMemcpyDtoH(x, buf, bytes));
+  /* One buffer: x, then the conditioning, then the null conditioning. */
+  st = FG_CU(err, rt->cu->cuMemAlloc(&buf, x_bytes + c_bytes + n_bytes));
+  if (!st) st = FG_CU(err, rt->cu->cuMemcpyHtoD(buf, x0, x_bytes));
+  if (!st && c_bytes) st = FG_CU(err, rt->cu->cuMemcpyHtoD(buf + x_bytes, cond, c_bytes));
+  if (!st && n_bytes)
+    st = FG_CU(err, rt->cu->cuMemcpyHtoD(buf + x_bytes + c_bytes, null_cond, n_bytes));
+  if (!st)
+    st = flowrt_sample_cond(s, buf, buf, c_bytes ? buf + x_bytes : 0,
+                            n_bytes ? buf + x_bytes + c_bytes : 0, guidance, batch, NULL,
+                            err);
+  if (!st) st = FG_CU(err, rt->cu->cuMemcpyDtoH(x, buf, x_bytes));
   if (buf) rt->cu->cuMemFree(buf);
   pop_ctx(rt);
   return st;

@@ -1,5 +1,7 @@
 /* The velocity MLP's weights: allocation, and loading from safetensors
- * (F32, F16, BF16 converted to fp32, PyTorch's state_dict layout). */
+ * (F32, F16, BF16 converted to fp32, PyTorch's state_dict layout): the
+ * Linear layers of an nn.Sequential, their count and widths read from the
+ * shapes, the rest from the file's metadata or the caller. */
 #include "flowrt.h"
 #include "internal.h"
 #include "safetensors.h"
@@ -16,52 +18,154 @@
 
 /* ---- allocation --------------------------------------------------------- */
 
-static flowgen_status check_shape_argument(int dim, int hidden,
-                                           flowgen_error *err) {
-  if (dim < FLOWGEN_DIM_MIN || dim > FLOWGEN_DIM_MAX)
-    return fg_fail(err, FLOWGEN_INVALID, "dim %d is out of range (accepted: %d to %d)",
-                   dim, FLOWGEN_DIM_MIN, FLOWGEN_DIM_MAX);
-  if (hidden < FLOWGEN_HIDDEN_MIN || hidden > FLOWGEN_HIDDEN_MAX)
-    return fg_fail(err, FLOWGEN_INVALID,
-                   "hidden %d is out of range (accepted: %d to %d)", hidden,
-                   FLOWGEN_HIDDEN_MIN, FLOWGEN_HIDDEN_MAX);
+/* The model fields of spec (dim, hidden, cond, layers, act, time, input)
+ * hold, the others replaced by valid defaults.  Zero fields are allowed
+ * where zero_ok (an expected spec: zero = infer); what checks them is
+ * flowgen_spec_validate, so the ranges and messages are the spec's. */
+static flowgen_status check_model(const flowgen_spec *model, bool zero_ok,
+                                  const char *what, flowgen_error *err) {
+  flowgen_spec probe;
+  flowgen_spec_default(&probe);
+  probe.dim = zero_ok && model->dim == 0 ? 1 : model->dim;
+  probe.hidden = zero_ok && model->hidden == 0 ? 1 : model->hidden;
+  probe.cond = model->cond;
+  probe.layers = model->layers;
+  probe.act = model->act;
+  probe.time = model->time;
+  memcpy(probe.input, model->input, sizeof probe.input);
+  if (!zero_ok && model->hidden == 0)
+    return fg_fail(err, FLOWGEN_INVALID, "%s: hidden is 0 (give H)", what);
+  flowgen_status st = flowgen_spec_validate(&probe, err);
+  if (st) fg_error_prefix(err, "%s", what);
+  return st;
+}
+
+/* Rows and columns of layer i's weight. */
+static void layer_shape(const flowrt_weights *w, int i, size_t *rows,
+                        size_t *cols) {
+  const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
+  *rows = i == w->layers - 1 ? D : H;
+  *cols = i == 0 ? D + (size_t)w->time_width + (size_t)w->cond : H;
+}
+
+static flowgen_status alloc_layers(flowrt_weights *w, flowgen_error *err) {
+  for (int i = 0; i < w->layers; ++i) {
+    size_t rows, cols;
+    layer_shape(w, i, &rows, &cols);
+    w->w[i] = calloc(rows * cols, sizeof(float));
+    w->b[i] = calloc(rows, sizeof(float));
+    if (!w->w[i] || !w->b[i])
+      return fg_fail(err, FLOWGEN_NOMEM,
+                     "out of memory for weights (D=%d, H=%d, C=%d, L=%d)",
+                     w->dim, w->hidden, w->cond, w->layers);
+  }
   return FLOWGEN_OK;
 }
 
-flowgen_status flowrt_weights_alloc(int dim, int hidden, flowrt_weights **out,
-                                    flowgen_error *err) {
-  *out = NULL;
-  flowgen_status s = check_shape_argument(dim, hidden, err);
-  if (s) return s;
+/* Zeroed weights of the shape and kind in *shape (a flowrt_weights whose
+ * arrays are not used). */
+static flowgen_status alloc_like(const flowrt_weights *shape,
+                                 flowrt_weights **out, flowgen_error *err) {
   flowrt_weights *w = calloc(1, sizeof *w);
   if (!w) return fg_fail(err, FLOWGEN_NOMEM, "out of memory for weights");
-  size_t d = (size_t)dim, h = (size_t)hidden;
-  w->dim = dim;
-  w->hidden = hidden;
-  w->w1 = calloc(h * (d + 1), sizeof(float));
-  w->b1 = calloc(h, sizeof(float));
-  w->w2 = calloc(h * h, sizeof(float));
-  w->b2 = calloc(h, sizeof(float));
-  w->w3 = calloc(d * h, sizeof(float));
-  w->b3 = calloc(d, sizeof(float));
-  if (!w->w1 || !w->b1 || !w->w2 || !w->b2 || !w->w3 || !w->b3) {
+  *w = *shape;
+  memset(w->w, 0, sizeof w->w);
+  memset(w->b, 0, sizeof w->b);
+  flowgen_status st = alloc_layers(w, err);
+  if (st) {
     flowrt_weights_free(w);
-    return fg_fail(err, FLOWGEN_NOMEM, "out of memory for weights (D=%d, H=%d)",
-                   dim, hidden);
+    return st;
   }
   *out = w;
   return FLOWGEN_OK;
 }
 
+flowgen_status flowrt_weights_alloc(const flowgen_spec *model,
+                                    flowrt_weights **out, flowgen_error *err) {
+  *out = NULL;
+  if (!model) return fg_fail(err, FLOWGEN_INVALID, "weights: the model spec is NULL");
+  flowgen_spec m = *model;
+  m.hidden = flowgen_spec_hidden(model);
+  flowgen_status st = check_model(&m, false, "weights", err);
+  if (st) return st;
+  flowrt_weights shape = {.dim = m.dim, .hidden = m.hidden, .cond = m.cond,
+                          .layers = flowgen_spec_layers(&m),
+                          .time_width = flowgen_spec_time_width(&m),
+                          .act = m.act, .time = m.time};
+  memcpy(shape.input, flowgen_spec_input(&m), sizeof shape.input);
+  return alloc_like(&shape, out, err);
+}
+
 void flowrt_weights_free(flowrt_weights *weights) {
   if (!weights) return;
-  free(weights->w1);
-  free(weights->b1);
-  free(weights->w2);
-  free(weights->b2);
-  free(weights->w3);
-  free(weights->b3);
+  for (int i = 0; i < FLOWGEN_LAYERS_MAX; ++i) {
+    free(weights->w[i]);
+    free(weights->b[i]);
+  }
   free(weights);
+}
+
+void flowrt_weights_model(const flowrt_weights *w, flowgen_spec *spec) {
+  spec->dim = w->dim;
+  spec->hidden = w->hidden;
+  spec->cond = w->cond;
+  spec->layers = w->layers;
+  spec->act = w->act;
+  spec->time = w->time;
+  memcpy(spec->input, w->input, sizeof spec->input);
+}
+
+static bool same_time(const flowgen_time *a, const flowgen_time *b) {
+  if (a->features != b->features) return false;
+  if (!a->features) return true;
+  double sa = a->scale != 0.0 ? a->scale : FLOWGEN_TIME_SCALE_DEFAULT;
+  double sb = b->scale != 0.0 ? b->scale : FLOWGEN_TIME_SCALE_DEFAULT;
+  return sa == sb;
+}
+
+flowgen_status flowrt_weights_check(const flowrt_weights *w,
+                                    const flowgen_spec *spec,
+                                    flowgen_error *err) {
+  if (!w || !spec)
+    return fg_fail(err, FLOWGEN_INVALID, "weights and spec are required");
+  char a[64], b[64];
+#define DIFFERS(field, have, want)                                         \
+  fg_fail(err, FLOWGEN_INVALID,                                            \
+          "the weights are of a model with %s %s but the spec asks for %s", \
+          field, have, want)
+  if (w->dim != spec->dim || w->hidden != flowgen_spec_hidden(spec))
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "the weights are D=%d, H=%d but the spec asks for D=%d, H=%d",
+                   w->dim, w->hidden, spec->dim, flowgen_spec_hidden(spec));
+  if (w->cond != spec->cond) {
+    snprintf(a, sizeof a, "C=%d", w->cond);
+    snprintf(b, sizeof b, "C=%d (cond)", spec->cond);
+    return DIFFERS("conditioning", a, b);
+  }
+  if (w->layers != flowgen_spec_layers(spec)) {
+    snprintf(a, sizeof a, "L=%d", w->layers);
+    snprintf(b, sizeof b, "L=%d (layers)", flowgen_spec_layers(spec));
+    return DIFFERS("Linear layers", a, b);
+  }
+  if (w->act != spec->act) {
+    snprintf(a, sizeof a, "%s", flowgen_activation_name(w->act));
+    snprintf(b, sizeof b, "%s (act)", flowgen_activation_name(spec->act));
+    return DIFFERS("activation", a, b);
+  }
+  if (!same_time(&w->time, &spec->time)) {
+    flowgen_time_name(&w->time, a, sizeof a);
+    flowgen_time_name(&spec->time, b, sizeof b);
+    strncat(b, " (time)", sizeof b - strlen(b) - 1);
+    return DIFFERS("time", a, b);
+  }
+  if (strcmp(w->input, flowgen_spec_input(spec)) != 0) {
+    snprintf(a, sizeof a, "%c,%c,%c", w->input[0], w->input[1], w->input[2]);
+    flowgen_spec_input_name(spec, b, sizeof b);
+    strncat(b, " (input)", sizeof b - strlen(b) - 1);
+    return DIFFERS("input order", a, b);
+  }
+#undef DIFFERS
+  return FLOWGEN_OK;
 }
 
 /* ---- element conversion ------------------------------------------------- */
@@ -108,12 +212,13 @@ static void convert_to_f32(fg_st_dtype dtype, const unsigned char *p, size_t cou
   }
 }
 
-/* ---- finding the six tensors -------------------------------------------- */
+/* ---- finding the tensors ------------------------------------------------ */
 
 typedef struct loader {
   const fg_st_file *file;
   const char *name;     /* the file, for messages */
   const char *prefix;
+  const flowgen_spec *expect;  /* never NULL: zeroed = infer everything */
   flowgen_error *err;
 } loader;
 
@@ -150,10 +255,19 @@ static flowgen_status missing_tensor(const loader *l, const char *tensor) {
                  l->name, tensor, l->prefix, l->file->tensor_count);
 }
 
-static flowgen_status find_tensor(const loader *l, const char *suffix,
+/* The tensor PREFIX<index>.<kind>, or NULL. */
+static const fg_st_tensor *module_tensor(const loader *l, int index,
+                                         const char *kind) {
+  char tensor[TENSOR_NAME_MAX];
+  snprintf(tensor, sizeof tensor, "%s%d.%s", l->prefix, index, kind);
+  return fg_st_find(l->file, tensor);
+}
+
+/* Layer i's weight or bias (Sequential index 2 i), of a dtype we read. */
+static flowgen_status find_tensor(const loader *l, int layer, const char *kind,
                                   const fg_st_tensor **out) {
   char tensor[TENSOR_NAME_MAX];
-  snprintf(tensor, sizeof tensor, "%s%s", l->prefix, suffix);
+  snprintf(tensor, sizeof tensor, "%s%d.%s", l->prefix, 2 * layer, kind);
   *out = fg_st_find(l->file, tensor);
   if (!*out) return missing_tensor(l, tensor);
   if ((*out)->dtype != FG_ST_F32 && (*out)->dtype != FG_ST_F16 &&
@@ -164,15 +278,22 @@ static flowgen_status find_tensor(const loader *l, const char *suffix,
   return FLOWGEN_OK;
 }
 
+/* " need [5, 4]" with what fixes it: D=3, H=5 (and C, T where they are
+ * not the seed's). */
 static flowgen_status shape_mismatch(const loader *l, const fg_st_tensor *t,
                                      const uint64_t *expected, size_t ndim,
-                                     int dim, int hidden) {
-  char have[SHAPE_TEXT_MAX], want[SHAPE_TEXT_MAX];
+                                     const flowrt_weights *w) {
+  char have[SHAPE_TEXT_MAX], want[SHAPE_TEXT_MAX], extra[64] = "";
   fg_st_format_shape(t->shape, t->ndim, have, sizeof have);
   fg_st_format_shape(expected, ndim, want, sizeof want);
+  if (w->cond)
+    snprintf(extra, sizeof extra, ", C=%d", w->cond);
+  if (w->time_width != 1)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", T=%d",
+             w->time_width);
   return fg_fail(l->err, FLOWGEN_WEIGHTS,
-                 "%s: tensor '%s' has shape %s but D=%d, H=%d need %s", l->name,
-                 t->name, have, dim, hidden, want);
+                 "%s: tensor '%s' has shape %s but D=%d, H=%d%s need %s", l->name,
+                 t->name, have, w->dim, w->hidden, extra, want);
 }
 
 static bool shape_equals(const fg_st_tensor *t, const uint64_t *expected,
@@ -183,7 +304,67 @@ static bool shape_equals(const fg_st_tensor *t, const uint64_t *expected,
   return true;
 }
 
-/* ---- D and H ------------------------------------------------------------ */
+/* ---- what the metadata says ---------------------------------------------- */
+
+/* The file's value of a flowgen.* key through flowgen_spec_set (the flag's
+ * own parser), into *model; FLOWGEN_WEIGHTS naming the key if it does not
+ * parse.  *found says whether the key is there. */
+static flowgen_status read_metadata(const loader *l, const char *field,
+                                    flowgen_spec *model, bool *found) {
+  char key[32];
+  snprintf(key, sizeof key, "flowgen.%s", field);
+  const char *value = fg_st_metadata_get(l->file, key);
+  *found = value != NULL;
+  if (!value) return FLOWGEN_OK;
+  flowgen_error why = {FLOWGEN_OK, ""};
+  if (flowgen_spec_set(model, field, value, &why) == FLOWGEN_OK) return FLOWGEN_OK;
+  /* "--act: unknown value 'x' (...)": the part after the flag's name. */
+  const char *detail = strchr(why.message, ' ');
+  return fg_fail(l->err, FLOWGEN_WEIGHTS, "%s: __metadata__ '%s': %s", l->name,
+                 key, detail ? detail + 1 : why.message);
+}
+
+static flowgen_status contradiction(const loader *l, const char *field,
+                                    const char *in_file, const char *asked) {
+  return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                 "%s: the file's __metadata__ says flowgen.%s = %s but %s was "
+                 "asked for (--%s %s)",
+                 l->name, field, in_file, asked, field, asked);
+}
+
+/* act, time and input: the file's, checked against the expected spec's
+ * where both say; else the expected's; else the seed's. */
+static flowgen_status resolve_kind(const loader *l, flowrt_weights *w) {
+  const flowgen_spec *e = l->expect;
+  flowgen_spec file;
+  flowgen_spec_default(&file);
+  bool act = false, time = false, input = false;
+  flowgen_status st = read_metadata(l, "act", &file, &act);
+  if (!st) st = read_metadata(l, "time", &file, &time);
+  if (!st) st = read_metadata(l, "input", &file, &input);
+  if (st) return st;
+  char a[64], b[64];
+  if (act && e->act != FLOWGEN_ACT_SILU && e->act != file.act)
+    return contradiction(l, "act", flowgen_activation_name(file.act),
+                         flowgen_activation_name(e->act));
+  if (time && e->time.features && !same_time(&file.time, &e->time)) {
+    flowgen_time_name(&file.time, a, sizeof a);
+    flowgen_time_name(&e->time, b, sizeof b);
+    return contradiction(l, "time", a, b);
+  }
+  if (input && e->input[0] && strcmp(file.input, e->input) != 0) {
+    flowgen_spec_input_name(&file, a, sizeof a);
+    flowgen_spec_input_name(e, b, sizeof b);
+    return contradiction(l, "input", a, b);
+  }
+  w->act = act ? file.act : e->act;
+  w->time = time ? file.time : e->time;
+  memcpy(w->input, input ? file.input : flowgen_spec_input(e), sizeof w->input);
+  w->time_width = w->time.features ? w->time.features : 1;
+  return FLOWGEN_OK;
+}
+
+/* ---- the shape ------------------------------------------------------------- */
 
 static flowgen_status require_matrix(const loader *l, const fg_st_tensor *t,
                                      const char *layout) {
@@ -208,18 +389,111 @@ static flowgen_status infer_size(const loader *l, const fg_st_tensor *t,
   return FLOWGEN_OK;
 }
 
-/* D from 4.weight (D x H), H from 0.weight (H x D+1), where not given. */
-static flowgen_status resolve_shape(const loader *l, int *dim, int *hidden) {
-  const fg_st_tensor *w1, *w3;
-  flowgen_status s = find_tensor(l, "0.weight", &w1);
-  if (!s) s = find_tensor(l, "4.weight", &w3);
-  if (!s && *hidden == 0) s = require_matrix(l, w1, "[H, D+1]");
-  if (!s && *hidden == 0)
-    s = infer_size(l, w1, "H", FLOWGEN_HIDDEN_MIN, FLOWGEN_HIDDEN_MAX, hidden);
-  if (!s && *dim == 0) s = require_matrix(l, w3, "[D, H]");
-  if (!s && *dim == 0)
-    s = infer_size(l, w3, "D", FLOWGEN_DIM_MIN, FLOWGEN_DIM_MAX, dim);
-  return s;
+/* L: the Linear layers at Sequential indices 0, 2, 4, ... with nothing
+ * between them (an activation has no parameters) and no gap. */
+static flowgen_status count_layers(const loader *l, int *layers) {
+  int n = 0;
+  while (n <= FLOWGEN_LAYERS_MAX && module_tensor(l, 2 * n, "weight")) ++n;
+  if (n == 0) {
+    const fg_st_tensor *t;
+    return find_tensor(l, 0, "weight", &t); /* names what is missing */
+  }
+  if (n > FLOWGEN_LAYERS_MAX)
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: more than %d Linear layers ('%s%d.weight' is there; "
+                   "accepted: %d to %d)",
+                   l->name, FLOWGEN_LAYERS_MAX, l->prefix, 2 * FLOWGEN_LAYERS_MAX,
+                   FLOWGEN_LAYERS_MIN, FLOWGEN_LAYERS_MAX);
+  for (int gap = n + 1; gap <= FLOWGEN_LAYERS_MAX; ++gap)
+    if (module_tensor(l, 2 * gap, "weight"))
+      return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                     "%s: there is '%s%d.weight' but no '%s%d.weight': the "
+                     "Linear layers must be at indices 0, 2, 4, ... of the "
+                     "Sequential, with no gap",
+                     l->name, l->prefix, 2 * gap, l->prefix, 2 * n);
+  for (int i = 1; i < 2 * n - 1; i += 2) {
+    const fg_st_tensor *t = module_tensor(l, i, "weight");
+    if (!t) t = module_tensor(l, i, "bias");
+    if (t)
+      return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                     "%s: tensor '%s': module %d of the Sequential has "
+                     "parameters, but between two Linear layers there must be "
+                     "an activation",
+                     l->name, t->name, i);
+  }
+  if (n < FLOWGEN_LAYERS_MIN)
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: one Linear layer ('%s0.weight'); the model needs %d to %d",
+                   l->name, l->prefix, FLOWGEN_LAYERS_MIN, FLOWGEN_LAYERS_MAX);
+  if (l->expect->layers && l->expect->layers != n)
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: the file has %d Linear layers ('%s0' to '%s%d') but %d "
+                   "were asked for (--layers %d)",
+                   l->name, n, l->prefix, l->prefix, 2 * (n - 1), l->expect->layers,
+                   l->expect->layers);
+  *layers = n;
+  return FLOWGEN_OK;
+}
+
+/* D from the last layer's rows, H from the first's, C from the first's
+ * columns (where the expected spec does not give them), then the
+ * metadata's flowgen.cond checked. */
+static flowgen_status resolve_shape(const loader *l, flowrt_weights *w) {
+  const flowgen_spec *e = l->expect;
+  const fg_st_tensor *first, *last;
+  flowgen_status s = count_layers(l, &w->layers);
+  if (!s) s = resolve_kind(l, w);
+  if (!s) s = find_tensor(l, 0, "weight", &first);
+  if (!s) s = find_tensor(l, w->layers - 1, "weight", &last);
+  if (s) return s;
+  w->hidden = e->hidden;
+  w->dim = e->dim;
+  if (!w->hidden) s = require_matrix(l, first, "[H, D+T+C]");
+  if (!s && !w->hidden)
+    s = infer_size(l, first, "H", FLOWGEN_HIDDEN_MIN, FLOWGEN_HIDDEN_MAX, &w->hidden);
+  if (!s && !w->dim) s = require_matrix(l, last, "[D, H]");
+  if (!s && !w->dim) s = infer_size(l, last, "D", FLOWGEN_DIM_MIN, FLOWGEN_DIM_MAX, &w->dim);
+  if (s) return s;
+  /* A D or H given that the rows contradict: said before C is inferred
+   * from the columns, which depend on D. */
+  const uint64_t first_rows[2] = {(uint64_t)w->hidden, first->ndim == 2 ? first->shape[1] : 0};
+  const uint64_t last_rows[2] = {(uint64_t)w->dim, last->ndim == 2 ? last->shape[1] : 0};
+  if (e->hidden && first->ndim == 2 && first->shape[0] != (uint64_t)w->hidden)
+    return shape_mismatch(l, first, first_rows, 2, w);
+  if (e->dim && last->ndim == 2 && last->shape[0] != (uint64_t)w->dim)
+    return shape_mismatch(l, last, last_rows, 2, w);
+  w->cond = e->cond;
+  if (!w->cond && first->ndim == 2) {
+    uint64_t in = first->shape[1], fixed = (uint64_t)w->dim + (uint64_t)w->time_width;
+    char time[64];
+    flowgen_time_name(&w->time, time, sizeof time);
+    if (in < fixed)
+      return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                     "%s: tensor '%s' has %llu columns but D + T = %d + %d "
+                     "(x and the %s time) need at least %llu",
+                     l->name, first->name, (unsigned long long)in, w->dim,
+                     w->time_width, time, (unsigned long long)fixed);
+    if (in - fixed > FLOWGEN_COND_MAX)
+      return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                     "%s: tensor '%s' has %llu columns: C = %llu - D - T = %llu "
+                     "is out of range (accepted: 0 to %d)",
+                     l->name, first->name, (unsigned long long)in,
+                     (unsigned long long)in, (unsigned long long)(in - fixed),
+                     FLOWGEN_COND_MAX);
+    w->cond = (int)(in - fixed);
+  }
+  const char *said = fg_st_metadata_get(l->file, "flowgen.cond");
+  long long c = 0;
+  if (said && fg_parse_int(said, 0, FLOWGEN_COND_MAX, &c) != FG_PARSE_OK)
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: __metadata__ 'flowgen.cond': '%s' is not a width 0 to %d",
+                   l->name, said, FLOWGEN_COND_MAX);
+  if (said && c != w->cond)
+    return fg_fail(l->err, FLOWGEN_WEIGHTS,
+                   "%s: the file's __metadata__ says flowgen.cond = %lld but "
+                   "its tensor '%s' has C = %d conditioning columns",
+                   l->name, c, first->name, w->cond);
+  return FLOWGEN_OK;
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -264,55 +538,48 @@ static flowgen_status convert_tensor(const loader *l, const fg_st_tensor *t, flo
   return FLOWGEN_OK;
 }
 
-static flowgen_status load_tensor(const loader *l, const char *suffix,
+static flowgen_status load_tensor(const loader *l, int layer, const char *kind,
                                   uint64_t rows, uint64_t cols, size_t ndim,
                                   const flowrt_weights *w, float *out) {
   const fg_st_tensor *t;
-  flowgen_status s = find_tensor(l, suffix, &t);
+  flowgen_status s = find_tensor(l, layer, kind, &t);
   if (s) return s;
   const uint64_t expected[2] = {rows, cols};
   if (!shape_equals(t, expected, ndim))
-    return shape_mismatch(l, t, expected, ndim, w->dim, w->hidden);
+    return shape_mismatch(l, t, expected, ndim, w);
   s = convert_tensor(l, t, out);
   return s ? s : check_finite(l, t, cols, out);
 }
 
 static flowgen_status load_all(const loader *l, flowrt_weights *w) {
-  uint64_t d = (uint64_t)w->dim, h = (uint64_t)w->hidden;
-  flowgen_status s = load_tensor(l, "0.weight", h, d + 1, 2, w, w->w1);
-  if (!s) s = load_tensor(l, "0.bias", h, 0, 1, w, w->b1);
-  if (!s) s = load_tensor(l, "2.weight", h, h, 2, w, w->w2);
-  if (!s) s = load_tensor(l, "2.bias", h, 0, 1, w, w->b2);
-  if (!s) s = load_tensor(l, "4.weight", d, h, 2, w, w->w3);
-  if (!s) s = load_tensor(l, "4.bias", d, 0, 1, w, w->b3);
+  flowgen_status s = FLOWGEN_OK;
+  for (int i = 0; i < w->layers && !s; ++i) {
+    size_t rows, cols;
+    layer_shape(w, i, &rows, &cols);
+    s = load_tensor(l, i, "weight", rows, cols, 2, w, w->w[i]);
+    if (!s) s = load_tensor(l, i, "bias", rows, 0, 1, w, w->b[i]);
+  }
   return s;
 }
 
-static flowgen_status check_expected(int dim, int hidden, flowgen_error *err) {
-  if (dim < 0 || hidden < 0)
-    return fg_fail(err, FLOWGEN_INVALID,
-                   "expected dim %d / hidden %d: negative (0 = infer from the file)",
-                   dim, hidden);
-  return check_shape_argument(dim ? dim : FLOWGEN_DIM_MIN,
-                              hidden ? hidden : FLOWGEN_HIDDEN_MIN, err);
-}
-
-static flowgen_status check_arguments(const char *prefix, int dim, int hidden,
+static flowgen_status check_arguments(const char *prefix, const flowgen_spec *expect,
                                       flowgen_error *err) {
   if (strlen(prefix) > TENSOR_NAME_MAX - 16)
     return fg_fail(err, FLOWGEN_INVALID, "tensor prefix is too long (%zu bytes)",
                    strlen(prefix));
-  return check_expected(dim, hidden, err);
+  return expect ? check_model(expect, true, "expected spec", err) : FLOWGEN_OK;
 }
 
-/* The six tensors of a parsed (or opened) file, which it frees. */
+/* The layers of a parsed (or opened) file, which it frees. */
 static flowgen_status load_from(fg_st_file *file, const char *name, const char *prefix,
-                                int dim, int hidden, flowrt_weights **out,
+                                const flowgen_spec *expect, flowrt_weights **out,
                                 flowgen_error *err) {
-  loader l = {file, name, prefix, err};
-  flowrt_weights *w = NULL;
-  flowgen_status s = resolve_shape(&l, &dim, &hidden);
-  if (!s) s = flowrt_weights_alloc(dim, hidden, &w, err);
+  flowgen_spec infer;
+  memset(&infer, 0, sizeof infer);
+  loader l = {file, name, prefix, expect ? expect : &infer, err};
+  flowrt_weights shape = {0}, *w = NULL;
+  flowgen_status s = resolve_shape(&l, &shape);
+  if (!s) s = alloc_like(&shape, &w, err);
   if (!s) s = load_all(&l, w);
   fg_st_free(file);
   if (s) {
@@ -325,36 +592,36 @@ static flowgen_status load_from(fg_st_file *file, const char *name, const char *
 
 flowgen_status flowrt_weights_parse(const void *data, size_t size,
                                     const char *name, const char *prefix,
-                                    int dim, int hidden, flowrt_weights **out,
-                                    flowgen_error *err) {
+                                    const flowgen_spec *expect,
+                                    flowrt_weights **out, flowgen_error *err) {
   *out = NULL;
   if (!name) name = "<memory>";
   if (!prefix) prefix = DEFAULT_PREFIX;
-  flowgen_status s = check_arguments(prefix, dim, hidden, err);
+  flowgen_status s = check_arguments(prefix, expect, err);
   if (s) return s;
   fg_st_file *file;
   s = fg_st_parse(data, size, name, &file, err);
   if (s) return s;
-  return load_from(file, name, prefix, dim, hidden, out, err);
+  return load_from(file, name, prefix, expect, out, err);
 }
 
 /* ---- from a file -------------------------------------------------------- */
 
 /* The header and the file's size are checked before any data is read, and
- * only the six tensors are read: a huge or hostile file costs neither time
- * nor memory before it is refused, and other tensors in a checkpoint are
- * not read at all. */
+ * only the model's tensors are read: a huge or hostile file costs neither
+ * time nor memory before it is refused, and other tensors in a checkpoint
+ * are not read at all. */
 flowgen_status flowrt_weights_load(const char *path, const char *prefix,
-                                   int dim, int hidden, flowrt_weights **out,
-                                   flowgen_error *err) {
+                                   const flowgen_spec *expect,
+                                   flowrt_weights **out, flowgen_error *err) {
   *out = NULL;
   if (!prefix) prefix = DEFAULT_PREFIX;
-  flowgen_status s = check_arguments(prefix, dim, hidden, err);
+  flowgen_status s = check_arguments(prefix, expect, err);
   if (s) return s;
   fg_st_file *file;
   s = fg_st_open(path, &file, err);
   if (s) return s;
-  return load_from(file, path, prefix, dim, hidden, out, err);
+  return load_from(file, path, prefix, expect, out, err);
 }
 
 flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
@@ -364,7 +631,7 @@ flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
   snprintf(file, sizeof file, "%s_d64_h256.safetensors", name ? name : "");
   for (const fg_embedded_file *f = fg_builtin_models; f->name; ++f)
     if (strcmp(f->name, file) == 0)
-      return flowrt_weights_parse(f->data, f->size, f->name, NULL, 0, 0, out, err);
+      return flowrt_weights_parse(f->data, f->size, f->name, NULL, NULL, out, err);
   return fg_fail(err, FLOWGEN_INVALID, "no built-in model '%s' (there is: digits)",
                  name ? name : "");
 }

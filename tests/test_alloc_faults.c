@@ -129,7 +129,7 @@ typedef struct weights_ctx {
 static flowgen_status weights_parse_call(void *ctx, flowgen_error *err) {
   weights_ctx *c = ctx;
   flowrt_weights *w = NULL;
-  flowgen_status st = flowrt_weights_parse(c->image, c->size, c->name, c->prefix, 0, 0, &w, err);
+  flowgen_status st = flowrt_weights_parse(c->image, c->size, c->name, c->prefix, NULL, &w, err);
   if (!st && !w) st = FLOWGEN_INTERNAL;
   flowrt_weights_free(w);
   return st;
@@ -138,7 +138,7 @@ static flowgen_status weights_parse_call(void *ctx, flowgen_error *err) {
 static flowgen_status weights_load_call(void *ctx, flowgen_error *err) {
   weights_ctx *c = ctx;
   flowrt_weights *w = NULL;
-  flowgen_status st = flowrt_weights_load(c->path, NULL, 0, 0, &w, err);
+  flowgen_status st = flowrt_weights_load(c->path, NULL, NULL, &w, err);
   flowrt_weights_free(w);
   return st;
 }
@@ -239,8 +239,8 @@ static void test_reference(void **state) {
   reference_ctx *c = calloc(1, sizeof *c);
   assert_non_null(c);
   c->spec = fg_test_spec(3, 5, 4, 90);
-  assert_int_equal(flowrt_weights_alloc(3, 5, &c->w, NULL), FLOWGEN_OK);
-  fg_test_fill_uniform(c->w->w1, 5 * 4, 1, 0.5f);
+  assert_int_equal(flowrt_weights_alloc(&c->spec, &c->w, NULL), FLOWGEN_OK);
+  fg_test_fill_uniform(c->w->w[0], 5 * 4, 1, 0.5f);
   fg_test_fill_uniform(c->x0, 256 * 3, 2, 1.0f);
   af_sweep(&(af_sweep_spec){.what = "flowrt_reference", .call = reference_call, .ctx = c});
   flowrt_weights_free(c->w);

@@ -156,7 +156,7 @@ static void write_npy(const char *path, const float *data, int64_t rows, int64_t
 static float *reference(const float *x0, int64_t rows, int steps) {
   flowrt_weights *w = NULL;
   flowgen_error err;
-  if (flowrt_weights_load(weights_path, NULL, 0, 0, &w, &err)) fail_msg("%s", err.message);
+  if (flowrt_weights_load(weights_path, NULL, NULL, &w, &err)) fail_msg("%s", err.message);
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   flowgen_spec spec;

@@ -19,8 +19,8 @@ static void test_builtin_digits_model(void **state) {
   /* trained weights: not all zero, all finite */
   double sum = 0;
   for (int i = 0; i < 256 * 65; ++i) {
-    assert_true(w->w1[i] == w->w1[i]);
-    sum += w->w1[i] * w->w1[i];
+    assert_true(w->w[0][i] == w->w[0][i]);
+    sum += w->w[0][i] * w->w[0][i];
   }
   assert_true(sum > 1.0);
   flowrt_weights_free(w);

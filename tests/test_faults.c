@@ -186,6 +186,9 @@ typedef struct fake_launch {
   CUstream stream;
   CUdeviceptr in, out, params; /* sampling kernel arguments */
   long long rows;
+  CUdeviceptr cond_bias;       /* a conditional model's sampling kernel, */
+  float guidance;              /* and its guidance */
+  CUdeviceptr cond, null_cond; /* the cond kernel's (cond_bias above) */
 } fake_launch;
 
 static struct {
@@ -199,6 +202,7 @@ static struct {
   int fault_fn, fault_at, fault_count; /* calls fault_at .. +count-1 fail */
   CUresult fault_result;
   const flowrt_weights *expect_weights; /* checked at the packing launch */
+  CUstreamCaptureStatus capturing;      /* what cuStreamIsCapturing says */
   /* books */
   int calls[FN_COUNT];
   int fired, fired_fn;
@@ -514,23 +518,46 @@ static bool ends_with(const char *s, const char *suffix) {
 
 static CUdeviceptr arg_ptr(void **params, int i) { return *(CUdeviceptr *)params[i]; }
 
-/* The packing kernel reads the six fp32 tensors: they must be on the device
- * with the contents of the host weights. */
+/* The seed model (the six tensors one by one), as the runtime tells it. */
+static bool is_seed_weights(const flowrt_weights *w) {
+  return w->cond == 0 && w->layers == 3 && w->act == FLOWGEN_ACT_SILU &&
+         w->time.features == 0 && strcmp(w->input, "xtc") == 0;
+}
+
+/* One tensor of the pack kernel's: on the device with the host's values. */
+static void check_tensor(CUdeviceptr p, const float *host, size_t count, const char *what,
+                         int i) {
+  fake_alloc *a = find_alloc(p, count * sizeof(float));
+  if (!a) misuse("pack kernel %s %d: %zu floats are not on the device", what, i, count);
+  else if (memcmp(a->shadow + (p - a->ptr), host, count * sizeof(float)) != 0)
+    misuse("pack kernel %s %d: the device copy differs from the weights", what, i);
+}
+
+/* The packing kernel reads the layers' fp32 tensors: they must be on the
+ * device with the contents of the host weights.  The seed's takes the six
+ * tensors one by one, then params; the others a Tensors struct by value
+ * (w[L], then b[L]), then params. */
 static void check_pack_arguments(void **params) {
   const flowrt_weights *w = g.expect_weights;
-  for (int i = 0; i < 7; ++i)
-    if (!find_alloc(arg_ptr(params, i), 4))
-      misuse("pack kernel argument %d is not device memory", i);
-  if (!w) return;
-  const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
-  const size_t counts[6] = {H * (D + 1), H, H * H, H, D * H, D};
-  const float *host[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
-  for (int i = 0; i < 6; ++i) {
-    CUdeviceptr p = arg_ptr(params, i);
-    fake_alloc *a = find_alloc(p, counts[i] * sizeof(float));
-    if (!a) misuse("pack kernel tensor %d: %zu floats are not on the device", i, counts[i]);
-    else if (memcmp(a->shadow + (p - a->ptr), host[i], counts[i] * sizeof(float)) != 0)
-      misuse("pack kernel tensor %d: the device copy differs from the weights", i);
+  if (!w || is_seed_weights(w)) {
+    for (int i = 0; i < 7; ++i)
+      if (!find_alloc(arg_ptr(params, i), 4))
+        misuse("pack kernel argument %d is not device memory", i);
+    if (!w) return;
+    const size_t D = (size_t)w->dim, H = (size_t)w->hidden;
+    const size_t counts[6] = {H * (D + 1), H, H * H, H, D * H, D};
+    const float *host[6] = {w->w[0], w->b[0], w->w[1], w->b[1], w->w[2], w->b[2]};
+    for (int i = 0; i < 6; ++i) check_tensor(arg_ptr(params, i), host[i], counts[i], "tensor", i);
+    return;
+  }
+  const CUdeviceptr *tensors = params[0];
+  if (!find_alloc(arg_ptr(params, 1), 4)) misuse("pack kernel: params is not device memory");
+  const int L = w->layers;
+  for (int i = 0; i < L; ++i) {
+    size_t rows = i == L - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    check_tensor(tensors[i], w->w[i], rows * cols, "Tensors.w", i);
+    check_tensor(tensors[L + i], w->b[i], rows, "Tensors.b", i);
   }
 }
 
@@ -585,6 +612,23 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
   l->cooperative = cooperative;
   if (ends_with(f->name, "_pack")) {
     check_pack_arguments(params);
+  } else if (ends_with(f->name, "_cond")) {
+    /* (cond, null_cond, batch, params, cond_bias) */
+    l->cond = arg_ptr(params, 0);
+    l->null_cond = arg_ptr(params, 1);
+    l->rows = *(long long *)params[2];
+    l->params = arg_ptr(params, 3);
+    l->cond_bias = arg_ptr(params, 4);
+    const flowrt_weights *w = g.expect_weights;
+    if (w && l->rows > 0) {
+      size_t rows = (size_t)l->rows;
+      if (!find_alloc(l->cond, rows * (size_t)w->cond * sizeof(float)))
+        misuse("cond kernel: cond is not %zu rows of device memory", rows);
+      if (l->null_cond && !find_alloc(l->null_cond, (size_t)w->cond * sizeof(float)))
+        misuse("cond kernel: null_cond is not 1 x C of device memory");
+      if (!find_alloc(l->cond_bias, rows * (size_t)w->hidden * sizeof(float)))
+        misuse("cond kernel: the workspace is not batch x H floats of device memory");
+    }
   } else {
     l->in = arg_ptr(params, 0);
     l->out = arg_ptr(params, 1);
@@ -598,6 +642,12 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
       misuse("sampling kernel: x0 or x is not %zu bytes of device memory", bytes);
     if (!find_alloc(l->params, 4))
       misuse("sampling kernel: the packed weights are not on the device");
+    if (g.expect_weights && g.expect_weights->cond) {
+      l->cond_bias = arg_ptr(params, 4);
+      l->guidance = *(float *)params[5];
+      if (!find_alloc(l->cond_bias, (size_t)l->rows * (size_t)g.expect_weights->hidden * 4))
+        misuse("sampling kernel: cond_bias is not batch x H floats of device memory");
+    }
   }
   return CUDA_SUCCESS;
 }
@@ -660,6 +710,14 @@ static CUresult mock_cuStreamSynchronize(CUstream stream) {
   (void)stream;
   ENTER(cuStreamSynchronize);
   need_context("cuStreamSynchronize");
+  return CUDA_SUCCESS;
+}
+
+static CUresult mock_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+  (void)stream;
+  ENTER(cuStreamIsCapturing);
+  need_context("cuStreamIsCapturing");
+  *status = g.capturing;
   return CUDA_SUCCESS;
 }
 
@@ -1229,18 +1287,22 @@ static void fault_every_call_in(phase target) {
 /* ---- fixtures -------------------------------------------------------------- */
 
 /* Weights as PyTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
+static flowrt_weights *random_model(const flowgen_spec *model, uint64_t seed) {
   flowrt_weights *w = NULL;
-  if (flowrt_weights_alloc(dim, hidden, &w, NULL)) return NULL;
-  const size_t D = (size_t)dim, H = (size_t)hidden;
-  float s1 = 1.0f / sqrtf((float)(dim + 1)), s2 = 1.0f / sqrtf((float)hidden);
-  fg_test_fill_uniform(w->w1, H * (D + 1), seed + 1, s1);
-  fg_test_fill_uniform(w->b1, H, seed + 2, s1);
-  fg_test_fill_uniform(w->w2, H * H, seed + 3, s2);
-  fg_test_fill_uniform(w->b2, H, seed + 4, s2);
-  fg_test_fill_uniform(w->w3, D * H, seed + 5, s2);
-  fg_test_fill_uniform(w->b3, D, seed + 6, s2);
+  if (flowrt_weights_alloc(model, &w, NULL)) return NULL;
+  for (int i = 0; i < w->layers; ++i) {
+    size_t rows = i == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    float scale = 1.0f / sqrtf((float)cols);
+    fg_test_fill_uniform(w->w[i], rows * cols, seed + 2 * (uint64_t)i + 1, scale);
+    fg_test_fill_uniform(w->b[i], rows, seed + 2 * (uint64_t)i + 2, scale);
+  }
   return w;
+}
+
+static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
+  flowgen_spec model = fg_test_spec(dim, hidden, 1, 90);
+  return random_model(&model, seed);
 }
 
 static int group_setup(void **state) {

@@ -48,17 +48,25 @@ static int teardown(void **state) {
 }
 
 /* Weights as PyTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
+static flowrt_weights *random_model(const flowgen_spec *model, uint64_t seed) {
   flowrt_weights *w = NULL;
-  assert_int_equal(flowrt_weights_alloc(dim, hidden, &w, NULL), FLOWGEN_OK);
-  float s1 = 1.0f / sqrtf((float)(dim + 1)), s2 = 1.0f / sqrtf((float)hidden);
-  fg_test_fill_uniform(w->w1, (size_t)hidden * (dim + 1), seed + 1, s1);
-  fg_test_fill_uniform(w->b1, (size_t)hidden, seed + 2, s1);
-  fg_test_fill_uniform(w->w2, (size_t)hidden * hidden, seed + 3, s2);
-  fg_test_fill_uniform(w->b2, (size_t)hidden, seed + 4, s2);
-  fg_test_fill_uniform(w->w3, (size_t)dim * hidden, seed + 5, s2);
-  fg_test_fill_uniform(w->b3, (size_t)dim, seed + 6, s2);
+  assert_int_equal(flowrt_weights_alloc(model, &w, NULL), FLOWGEN_OK);
+  for (int i = 0; i < w->layers; ++i) {
+    size_t rows = i == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    float scale = 1.0f / sqrtf((float)cols);
+    fg_test_fill_uniform(w->w[i], rows * cols, seed + 2 * (uint64_t)i + 1, scale);
+    fg_test_fill_uniform(w->b[i], rows, seed + 2 * (uint64_t)i + 2, scale);
+  }
   return w;
+}
+
+static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
+  flowgen_spec model;
+  flowgen_spec_default(&model);
+  model.dim = dim;
+  model.hidden = hidden;
+  return random_model(&model, seed);
 }
 
 static flowgen_spec make_spec(int dim, int hidden, int steps) {

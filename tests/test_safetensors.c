@@ -126,6 +126,17 @@ static void assert_same_float(float got, float want, const char *what, size_t i)
              bits_of_float(got), want, bits_of_float(want));
 }
 
+/* The expected spec of a load that gives D and H (0: infer), nothing else:
+ * NULL when both are 0.  One at a time (static). */
+static const flowgen_spec *shape(int dim, int hidden) {
+  static flowgen_spec expect;
+  if (!dim && !hidden) return NULL;
+  memset(&expect, 0, sizeof expect);
+  expect.dim = dim;
+  expect.hidden = hidden;
+  return &expect;
+}
+
 /* ---- the error helpers -------------------------------------------------- */
 
 static void assert_message_has(const flowgen_error *err, const char *needle) {
@@ -449,7 +460,7 @@ static size_t tensor_elements(int t, int dim, int hidden, uint64_t shape[2],
 }
 
 static float *weights_array(const flowrt_weights *w, int t) {
-  float *const arrays[] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  float *const arrays[] = {w->w[0], w->b[0], w->w[1], w->b[1], w->w[2], w->b[2]};
   return arrays[t];
 }
 
@@ -514,7 +525,7 @@ static void check_built_model(const char *const dtypes[NUM_TENSORS], size_t pad)
   build_model(&m, "velocity.", 3, 5, dtypes, pad, fg_test_seed());
   flowrt_weights *w = NULL;
   flowgen_error err = {0};
-  flowgen_status s = flowrt_weights_parse(m.image, m.size, "built", NULL, 0, 0, &w, &err);
+  flowgen_status s = flowrt_weights_parse(m.image, m.size, "built", NULL, NULL, &w, &err);
   if (s) fail_msg("%s", err.message);
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
@@ -573,21 +584,21 @@ static void test_weights_f16_exhaustive(void **state) {
   size_t size;
   unsigned char *image = build_image(t, NUM_TENSORS, NULL, 0, &size);
   flowrt_weights *w = NULL;
-  assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, dim, hidden, &w, NULL),
+  assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, shape(dim, hidden), &w, NULL),
                    FLOWGEN_OK);
   for (uint32_t h = 0; h < 65536; ++h)
-    assert_same_float(w->w2[h], half_is_finite(h) ? reference_half((uint16_t)h) : 0.0f,
+    assert_same_float(w->w[1][h], half_is_finite(h) ? reference_half((uint16_t)h) : 0.0f,
                       "half", h);
   /* Spot checks that do not rely on reference_half. */
-  assert_true(w->w2[0x0001] == 0x1p-24f);
-  assert_true(w->w2[0x03ff] == 0x3ffp-24f);
-  assert_true(w->w2[0x0400] == 0x1p-14f);
-  assert_true(w->w2[0x3c00] == 1.0f);
-  assert_true(w->w2[0xc000] == -2.0f);
-  assert_true(w->w2[0x7bff] == 65504.0f);
-  assert_true(w->w2[0xfbff] == -65504.0f);
-  assert_true(w->w2[0x8000] == 0.0f && signbit(w->w2[0x8000]));
-  assert_true(w->w2[0x8001] == -0x1p-24f);
+  assert_true(w->w[1][0x0001] == 0x1p-24f);
+  assert_true(w->w[1][0x03ff] == 0x3ffp-24f);
+  assert_true(w->w[1][0x0400] == 0x1p-14f);
+  assert_true(w->w[1][0x3c00] == 1.0f);
+  assert_true(w->w[1][0xc000] == -2.0f);
+  assert_true(w->w[1][0x7bff] == 65504.0f);
+  assert_true(w->w[1][0xfbff] == -65504.0f);
+  assert_true(w->w[1][0x8000] == 0.0f && signbit(w->w[1][0x8000]));
+  assert_true(w->w[1][0x8001] == -0x1p-24f);
   flowrt_weights_free(w);
 
   /* Each kind of non-finite pattern, at its own place in w2 (256 x 256). */
@@ -607,7 +618,7 @@ static void test_weights_f16_exhaustive(void **state) {
     at[1] = (unsigned char)(bad[k].bits >> 8);
     flowgen_error err = {0};
     w = (flowrt_weights *)1;
-    assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, dim, hidden, &w, &err),
+    assert_int_equal(flowrt_weights_parse(image, size, "f16", NULL, shape(dim, hidden), &w, &err),
                      FLOWGEN_WEIGHTS);
     assert_null(w);
     assert_message_has(&err, "f16: tensor 'velocity.2.weight' ");
@@ -635,7 +646,7 @@ static flowrt_weights *load_fixture(const char *file, const char *prefix, int di
   snprintf(path, sizeof path, "%s/tests/data/%s", fg_test_source_dir(), file);
   flowrt_weights *w = NULL;
   flowgen_error err = {0};
-  if (flowrt_weights_load(path, prefix, dim, hidden, &w, &err) != FLOWGEN_OK)
+  if (flowrt_weights_load(path, prefix, shape(dim, hidden), &w, &err) != FLOWGEN_OK)
     fail_msg("%s", err.message);
   return w;
 }
@@ -663,7 +674,7 @@ static void test_fixture_f32(void **state) {
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   assert_fixture_values(w, 7.0, -1);
-  assert_true(w->w1[0] == (float)(-50 / 7.0));  /* t = 0, i = 0 */
+  assert_true(w->w[0][0] == (float)(-50 / 7.0));  /* t = 0, i = 0 */
   flowrt_weights_free(w);
   w = load_fixture("tiny_f32.safetensors", "velocity.", 3, 5);  /* given shape */
   assert_fixture_values(w, 7.0, -1);
@@ -679,7 +690,7 @@ static flowrt_weights *load_fixture_special(const char *file, size_t first_bad,
   snprintf(path, sizeof path, "%s/tests/data/%s", fg_test_source_dir(), file);
   flowrt_weights *w = (flowrt_weights *)1;
   flowgen_error err = {0};
-  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_WEIGHTS);
+  assert_int_equal(flowrt_weights_load(path, NULL, NULL, &w, &err), FLOWGEN_WEIGHTS);
   assert_null(w);
   assert_message_has(&err, "tensor 'velocity.4.bias' ");
   assert_message_has(&err, needle);
@@ -691,7 +702,7 @@ static flowrt_weights *load_fixture_special(const char *file, size_t first_bad,
   size_t width = fg_st_dtype_size(b3->dtype);
   memset((unsigned char *)b3->data + first_bad * width, 0, b3->size - first_bad * width);
   fg_st_free(parsed);
-  if (flowrt_weights_parse(data, size, file, NULL, 0, 0, &w, &err) != FLOWGEN_OK)
+  if (flowrt_weights_parse(data, size, file, NULL, NULL, &w, &err) != FLOWGEN_OK)
     fail_msg("%s", err.message);
   free(data);
   return w;
@@ -703,8 +714,8 @@ static void test_fixture_f16(void **state) {
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   assert_fixture_values(w, 16.0, 5);
-  assert_true(w->b3[0] == 0x1p-24f);
-  assert_true(w->b3[1] == -65504.0f);
+  assert_true(w->b[2][0] == 0x1p-24f);
+  assert_true(w->b[2][1] == -65504.0f);
   flowrt_weights_free(w);
 }
 
@@ -714,7 +725,7 @@ static void test_fixture_bf16(void **state) {
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 5);
   assert_fixture_values(w, 16.0, 5);
-  assert_true(w->b3[0] == 0x1p-133f);
+  assert_true(w->b[2][0] == 0x1p-133f);
   flowrt_weights_free(w);
 }
 
@@ -757,7 +768,7 @@ static void test_fixture_truncated(void **state) {
   unsigned char *data = read_fixture("tiny_f32.safetensors", &size, path, sizeof path);
   flowgen_error err;
   flowrt_weights *w = (flowrt_weights *)1;
-  assert_int_equal(flowrt_weights_parse(data, size - 1, "cut", NULL, 0, 0, &w, &err),
+  assert_int_equal(flowrt_weights_parse(data, size - 1, "cut", NULL, NULL, &w, &err),
                    FLOWGEN_WEIGHTS);
   assert_null(w);
   assert_message_has(&err, "cut: tensor 'velocity.4.weight': data_offsets");
@@ -765,7 +776,7 @@ static void test_fixture_truncated(void **state) {
   unsigned char *grown = malloc(size + 1);
   memcpy(grown, data, size);
   grown[size] = 0;
-  assert_int_equal(flowrt_weights_parse(grown, size + 1, "grown", NULL, 0, 0, &w, &err),
+  assert_int_equal(flowrt_weights_parse(grown, size + 1, "grown", NULL, NULL, &w, &err),
                    FLOWGEN_WEIGHTS);
   assert_message_has(&err, "grown: 1 trailing bytes after the last tensor");
   free(grown);
@@ -779,7 +790,7 @@ static void expect_weights_error(const unsigned char *image, size_t size,
                                  flowgen_status status, const char *needle) {
   flowgen_error err = {0};
   flowrt_weights *w = (flowrt_weights *)1;
-  flowgen_status s = flowrt_weights_parse(image, size, "m.safetensors", prefix, dim, hidden, &w, &err);
+  flowgen_status s = flowrt_weights_parse(image, size, "m.safetensors", prefix, shape(dim, hidden), &w, &err);
   if (s != status)
     fail_msg("status %s (%s), want %s", flowgen_status_name(s), err.message,
              flowgen_status_name(status));
@@ -901,8 +912,25 @@ static void test_weights_wrong_shapes(void **state) {
   const uint64_t w1_narrow[] = {5, 3};
   unsigned char *image = model_with_shape(0, 2, w1_narrow, &size);
   expect_weights_error(image, size, NULL, 0, 0, FLOWGEN_WEIGHTS,
-                       "m.safetensors: tensor 'velocity.0.weight' has shape [5, 3] "
-                       "but D=3, H=5 need [5, 4]");
+                       "m.safetensors: tensor 'velocity.0.weight' has 3 columns but "
+                       "D + T = 3 + 1 (x and the raw time) need at least 4");
+  free(image);
+  /* A wider one holds a conditioning (here C = 1); a C given that the
+   * columns contradict is refused. */
+  const uint64_t w1_wide[] = {5, 5};
+  image = model_with_shape(0, 2, w1_wide, &size);
+  flowrt_weights *w = NULL;
+  assert_int_equal(flowrt_weights_parse(image, size, "m", NULL, NULL, &w, NULL), FLOWGEN_OK);
+  assert_int_equal(w->cond, 1);
+  flowrt_weights_free(w);
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  expect.cond = 2;
+  flowgen_error err = {0};
+  assert_int_equal(flowrt_weights_parse(image, size, "m", NULL, &expect, &w, &err),
+                   FLOWGEN_WEIGHTS);
+  assert_message_has(&err, "tensor 'velocity.0.weight' has shape [5, 5] but D=3, H=5, C=2 "
+                           "need [5, 6]");
   free(image);
 
   const uint64_t b1_long[] = {6};
@@ -926,7 +954,7 @@ static void test_weights_wrong_shapes(void **state) {
   const uint64_t w1_cube[] = {5, 4, 1};
   image = model_with_shape(0, 3, w1_cube, &size);
   expect_weights_error(image, size, NULL, 0, 0, FLOWGEN_WEIGHTS,
-                       "tensor 'velocity.0.weight' has shape [5, 4, 1], expected a matrix [H, D+1]");
+                       "tensor 'velocity.0.weight' has shape [5, 4, 1], expected a matrix [H, D+T+C]");
   free(image);
 
   const uint64_t w3_vector[] = {15};
@@ -942,14 +970,15 @@ static void test_weights_given_shape_mismatch(void **state) {
   size_t size;
   unsigned char *data = read_fixture("tiny_f32.safetensors", &size, path, sizeof path);
   expect_weights_error(data, size, NULL, 4, 0, FLOWGEN_WEIGHTS,
-                       "tensor 'velocity.0.weight' has shape [5, 4] but D=4, H=5 need [5, 5]");
+                       "tensor 'velocity.4.weight' has shape [3, 5] but D=4, H=5 need [4, 5]");
   expect_weights_error(data, size, NULL, 0, 6, FLOWGEN_WEIGHTS,
                        "tensor 'velocity.0.weight' has shape [5, 4] but D=3, H=6 need [6, 4]");
-  expect_weights_error(data, size, NULL, -1, 0, FLOWGEN_INVALID, "negative");
+  expect_weights_error(data, size, NULL, -1, 0, FLOWGEN_INVALID,
+                       "expected spec: dim: -1 is out of range");
   expect_weights_error(data, size, NULL, 0, FLOWGEN_HIDDEN_MAX + 1, FLOWGEN_INVALID,
-                       "hidden 4097 is out of range (accepted: 1 to 4096)");
+                       "expected spec: hidden: 4097 is out of range (accepted: 1 to 4096)");
   expect_weights_error(data, size, NULL, FLOWGEN_DIM_MAX + 1, 5, FLOWGEN_INVALID,
-                       "dim 1025 is out of range");
+                       "dim: 1025 is out of range");
   free(data);
 }
 
@@ -988,15 +1017,15 @@ static void test_weights_load_io_errors(void **state) {
   snprintf(path, sizeof path, "%s/absent.safetensors", dir);
   flowgen_error err;
   flowrt_weights *w = (flowrt_weights *)1;
-  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  assert_int_equal(flowrt_weights_load(path, NULL, NULL, &w, &err), FLOWGEN_IO);
   assert_null(w);
   assert_message_has(&err, path);
   assert_message_has(&err, strerror(ENOENT));
-  assert_int_equal(flowrt_weights_load(dir, NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  assert_int_equal(flowrt_weights_load(dir, NULL, NULL, &w, &err), FLOWGEN_IO);
   assert_message_has(&err, strerror(EISDIR));
   snprintf(path, sizeof path, "%s/empty.safetensors", dir);
   fg_test_write_file(path, "", 0);
-  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_WEIGHTS);
+  assert_int_equal(flowrt_weights_load(path, NULL, NULL, &w, &err), FLOWGEN_WEIGHTS);
   assert_message_has(&err, "empty.safetensors: 0 bytes is too short");
   fg_test_rmtree(dir);
   free(dir);
@@ -1027,7 +1056,7 @@ static void write_sparse(const char *path, const void *head, size_t head_size,
 static flowgen_status load_cheaply(const char *path, flowrt_weights **w, flowgen_error *err) {
   long before = peak_rss_kb();
   double start = fg_test_now_seconds();
-  flowgen_status s = flowrt_weights_load(path, NULL, 0, 0, w, err);
+  flowgen_status s = flowrt_weights_load(path, NULL, NULL, w, err);
   double seconds = fg_test_now_seconds() - start;
   long rise = peak_rss_kb() - before;
   if (rise > LOAD_RSS_MAX_KB)
@@ -1102,7 +1131,7 @@ static void test_weights_load_checks_before_reading(void **state) {
   if (load_cheaply(path, &w, &err) != FLOWGEN_OK) fail_msg("%s", err.message);
   assert_int_equal(w->dim, 2);
   assert_int_equal(w->hidden, 3);
-  const float *arrays[6] = {w->w1, w->b1, w->w2, w->b2, w->w3, w->b3};
+  const float *arrays[6] = {w->w[0], w->b[0], w->w[1], w->b[1], w->w[2], w->b[2]};
   for (int t = 0, k = 0; t < 6; ++t)
     for (size_t i = 0; i < bytes[t] / 4; ++i, ++k) assert_true(arrays[t][i] == values[k]);
   flowrt_weights_free(w);
@@ -1128,11 +1157,11 @@ static void test_weights_load_not_a_file(void **state) {
   snprintf(path, sizeof path, "%s/fifo.safetensors", dir);
   assert_int_equal(mkfifo(path, 0600), 0);
   alarm(60); /* a load that waits for a writer ends the test (SIGALRM) */
-  assert_int_equal(flowrt_weights_load(path, NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  assert_int_equal(flowrt_weights_load(path, NULL, NULL, &w, &err), FLOWGEN_IO);
   alarm(0);
   assert_null(w);
   assert_message_has(&err, "fifo.safetensors: not a regular file");
-  assert_int_equal(flowrt_weights_load("/dev/zero", NULL, 0, 0, &w, &err), FLOWGEN_IO);
+  assert_int_equal(flowrt_weights_load("/dev/zero", NULL, NULL, &w, &err), FLOWGEN_IO);
   assert_message_has(&err, "/dev/zero: not a regular file");
   fg_test_rmtree(dir);
   free(dir);
@@ -1141,25 +1170,398 @@ static void test_weights_load_not_a_file(void **state) {
 static void test_weights_alloc_and_free(void **state) {
   (void)state;
   flowrt_weights *w = NULL;
-  assert_int_equal(flowrt_weights_alloc(3, 7, &w, NULL), FLOWGEN_OK);
+  flowgen_spec model = fg_test_spec(3, 7, 1, 90);
+  assert_int_equal(flowrt_weights_alloc(&model, &w, NULL), FLOWGEN_OK);
   assert_int_equal(w->dim, 3);
   assert_int_equal(w->hidden, 7);
-  for (size_t i = 0; i < 7 * 4; ++i) assert_true(w->w1[i] == 0.0f);
-  for (size_t i = 0; i < 7 * 7; ++i) assert_true(w->w2[i] == 0.0f);
-  for (size_t i = 0; i < 3 * 7; ++i) assert_true(w->w3[i] == 0.0f);
-  for (size_t i = 0; i < 7; ++i) assert_true(w->b1[i] == 0.0f && w->b2[i] == 0.0f);
-  for (size_t i = 0; i < 3; ++i) assert_true(w->b3[i] == 0.0f);
-  w->w1[7 * 4 - 1] = w->w3[3 * 7 - 1] = 1.0f;  /* in bounds (valgrind) */
+  assert_int_equal(w->cond, 0);
+  assert_int_equal(w->layers, 3);
+  assert_int_equal(w->time_width, 1);
+  assert_string_equal(w->input, "xtc");
+  for (size_t i = 0; i < 7 * 4; ++i) assert_true(w->w[0][i] == 0.0f);
+  for (size_t i = 0; i < 7 * 7; ++i) assert_true(w->w[1][i] == 0.0f);
+  for (size_t i = 0; i < 3 * 7; ++i) assert_true(w->w[2][i] == 0.0f);
+  for (size_t i = 0; i < 7; ++i) assert_true(w->b[0][i] == 0.0f && w->b[1][i] == 0.0f);
+  for (size_t i = 0; i < 3; ++i) assert_true(w->b[2][i] == 0.0f);
+  assert_null(w->w[3]);
+  assert_null(w->b[3]);
+  w->w[0][7 * 4 - 1] = w->w[2][3 * 7 - 1] = 1.0f;  /* in bounds (valgrind) */
   flowrt_weights_free(w);
   flowrt_weights_free(NULL);
 
+  /* A member of the family: L layers, the first D + T + C wide. */
+  model.cond = 5;
+  model.layers = 5;
+  model.act = FLOWGEN_ACT_TANH;
+  model.time.features = 8;
+  model.time.scale = 2.0;
+  strcpy(model.input, "ctx");
+  assert_int_equal(flowrt_weights_alloc(&model, &w, NULL), FLOWGEN_OK);
+  assert_int_equal(w->cond, 5);
+  assert_int_equal(w->layers, 5);
+  assert_int_equal(w->time_width, 8);
+  assert_int_equal(w->act, FLOWGEN_ACT_TANH);
+  assert_int_equal(w->time.features, 8);
+  assert_true(w->time.scale == 2.0);
+  assert_string_equal(w->input, "ctx");
+  w->w[0][7 * (3 + 8 + 5) - 1] = 1.0f;
+  for (int i = 1; i < 4; ++i) w->w[i][7 * 7 - 1] = 1.0f;
+  w->w[4][3 * 7 - 1] = w->b[4][2] = 1.0f;
+  assert_null(w->w[5]);
+  flowgen_spec back;
+  flowgen_spec_default(&back);
+  back.steps = 9;
+  flowrt_weights_model(w, &back);
+  assert_int_equal(back.steps, 9);
+  assert_int_equal(back.cond, 5);
+  assert_int_equal(back.layers, 5);
+  assert_string_equal(back.input, "ctx");
+  assert_int_equal(flowrt_weights_check(w, &back, NULL), FLOWGEN_OK);
+  flowrt_weights_free(w);
+
   flowgen_error err;
   w = (flowrt_weights *)1;
-  assert_int_equal(flowrt_weights_alloc(0, 7, &w, &err), FLOWGEN_INVALID);
+  model = fg_test_spec(0, 7, 1, 90);
+  assert_int_equal(flowrt_weights_alloc(&model, &w, &err), FLOWGEN_INVALID);
   assert_null(w);
-  assert_message_has(&err, "dim 0 is out of range (accepted: 1 to 1024)");
-  assert_int_equal(flowrt_weights_alloc(3, 4097, &w, &err), FLOWGEN_INVALID);
-  assert_message_has(&err, "hidden 4097 is out of range");
+  assert_message_has(&err, "weights: dim: 0 is out of range (accepted: 1 to 1024)");
+  model = fg_test_spec(3, 4097, 1, 90);
+  assert_int_equal(flowrt_weights_alloc(&model, &w, &err), FLOWGEN_INVALID);
+  assert_message_has(&err, "hidden: 4097 is out of range");
+  model = fg_test_spec(3, 7, 1, 90);
+  model.layers = 9;
+  assert_int_equal(flowrt_weights_alloc(&model, &w, &err), FLOWGEN_INVALID);
+  assert_message_has(&err, "layers: 9 is out of range");
+  assert_int_equal(flowrt_weights_alloc(NULL, &w, &err), FLOWGEN_INVALID);
+}
+
+/* ---- weights: the model family ------------------------------------------- */
+
+/* A model of the family in F32, each tensor's values from its own seed:
+ * layer i at Sequential index 2 i, the first layer D + T + C wide. */
+typedef struct family_model {
+  unsigned char *image;
+  size_t size;
+  int layers;
+  float *values[2 * FLOWGEN_LAYERS_MAX]; /* w[i] at 2 i, b[i] at 2 i + 1 */
+  size_t count[2 * FLOWGEN_LAYERS_MAX];
+} family_model;
+
+static void build_family(family_model *m, int dim, int hidden, int in_width, int layers,
+                         const char *metadata) {
+  tensor_spec t[2 * FLOWGEN_LAYERS_MAX];
+  char names[2 * FLOWGEN_LAYERS_MAX][64];
+  m->layers = layers;
+  for (int i = 0; i < layers; ++i) {
+    uint64_t rows = (uint64_t)(i == layers - 1 ? dim : hidden);
+    uint64_t cols = (uint64_t)(i == 0 ? in_width : hidden);
+    for (int k = 0; k < 2; ++k) {
+      int n = 2 * i + k;
+      m->count[n] = (size_t)(k ? rows : rows * cols);
+      m->values[n] = malloc(m->count[n] * sizeof(float) + 4);
+      fg_test_fill_uniform(m->values[n], m->count[n], 100 + (uint64_t)n, 1.0f);
+      snprintf(names[n], sizeof names[n], "velocity.%d.%s", 2 * i, k ? "bias" : "weight");
+      t[n] = (tensor_spec){names[n], "F32", k ? 1 : 2, {rows, k ? 0 : cols},
+                           (const unsigned char *)m->values[n], m->count[n] * sizeof(float)};
+    }
+  }
+  m->image = build_image(t, (size_t)(2 * layers), metadata, 0, &m->size);
+}
+
+static void free_family(family_model *m) {
+  free(m->image);
+  for (int n = 0; n < 2 * m->layers; ++n) free(m->values[n]);
+}
+
+static void assert_family_values(const flowrt_weights *w, const family_model *m) {
+  assert_int_equal(w->layers, m->layers);
+  for (int i = 0; i < m->layers; ++i) {
+    assert_memory_equal(w->w[i], m->values[2 * i], m->count[2 * i] * sizeof(float));
+    assert_memory_equal(w->b[i], m->values[2 * i + 1], m->count[2 * i + 1] * sizeof(float));
+  }
+  for (int i = m->layers; i < FLOWGEN_LAYERS_MAX; ++i) {
+    assert_null(w->w[i]);
+    assert_null(w->b[i]);
+  }
+}
+
+static flowrt_weights *parse_family(const family_model *m, const flowgen_spec *expect) {
+  flowrt_weights *w = NULL;
+  flowgen_error err = {0};
+  if (flowrt_weights_parse(m->image, m->size, "family.safetensors", NULL, expect, &w, &err))
+    fail_msg("%s", err.message);
+  return w;
+}
+
+/* L from the layers present, D from the last one's rows, H from the
+ * first's, C from its columns minus D and T; every layer's values. */
+static void test_weights_family_shapes(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden, cond, layers, time_width;
+    const char *metadata;
+  } cases[] = {
+      {3, 5, 0, 2, 1, NULL},
+      {3, 5, 0, 3, 1, NULL},
+      {4, 6, 2, 4, 1, NULL},
+      {2, 3, 7, 8, 1, NULL},
+      {1, 1, 1, 2, 1, NULL},
+      {3, 5, 4, 3, 16, "{\"flowgen.time\":\"sin:16\"}"},
+      {3, 5, 0, 5, 2, "{\"flowgen.time\":\"sin:2:7.5\",\"flowgen.act\":\"relu\"}"},
+      {2, 4, 10, 3, 8,
+       "{\"flowgen.time\":\"sin:8\",\"flowgen.input\":\"c,x,t\",\"flowgen.cond\":\"10\","
+       "\"flowgen.act\":\"gelu_tanh\",\"format\":\"pt\"}"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+    family_model m;
+    int in = cases[k].dim + cases[k].time_width + cases[k].cond;
+    build_family(&m, cases[k].dim, cases[k].hidden, in, cases[k].layers, cases[k].metadata);
+    flowrt_weights *w = parse_family(&m, NULL);
+    assert_int_equal(w->dim, cases[k].dim);
+    assert_int_equal(w->hidden, cases[k].hidden);
+    assert_int_equal(w->cond, cases[k].cond);
+    assert_int_equal(w->layers, cases[k].layers);
+    assert_int_equal(w->time_width, cases[k].time_width);
+    assert_family_values(w, &m);
+    /* What was read, given back as the expected spec, reads the same. */
+    flowgen_spec expect;
+    memset(&expect, 0, sizeof expect);
+    flowrt_weights_model(w, &expect);
+    flowrt_weights *again = parse_family(&m, &expect);
+    assert_int_equal(again->cond, w->cond);
+    assert_family_values(again, &m);
+    flowrt_weights_free(again);
+    flowrt_weights_free(w);
+    free_family(&m);
+  }
+}
+
+/* What the shapes cannot tell: the metadata, else the expected spec, else
+ * the seed's; the expected spec's time also decides C. */
+static void test_weights_family_metadata(void **state) {
+  (void)state;
+  family_model m;
+  build_family(&m, 3, 5, 3 + 8 + 2, 3,
+               "{\"flowgen.act\":\"gelu\",\"flowgen.time\":\"sin:8:3\","
+               "\"flowgen.input\":\"t,c,x\"}");
+  flowrt_weights *w = parse_family(&m, NULL);
+  assert_int_equal(w->act, FLOWGEN_ACT_GELU);
+  assert_int_equal(w->time.features, 8);
+  assert_true(w->time.scale == 3.0);
+  assert_string_equal(w->input, "tcx");
+  assert_int_equal(w->cond, 2);
+  flowrt_weights_free(w);
+  /* Expected fields that agree with the file (sin:8:3 spelled 3.0). */
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  assert_int_equal(flowgen_spec_set(&expect, "act", "gelu", NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&expect, "time", "sin:8:3.0", NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&expect, "input", "t,c,x", NULL), FLOWGEN_OK);
+  expect.cond = 2;
+  expect.layers = 3;
+  w = parse_family(&m, &expect);
+  assert_family_values(w, &m);
+  flowrt_weights_free(w);
+  free_family(&m);
+
+  /* No metadata: the seed's, or what the caller says, which moves C. */
+  build_family(&m, 3, 5, 3 + 8 + 2, 3, NULL);
+  w = parse_family(&m, NULL);
+  assert_int_equal(w->act, FLOWGEN_ACT_SILU);
+  assert_int_equal(w->time.features, 0);
+  assert_string_equal(w->input, "xtc");
+  assert_int_equal(w->time_width, 1);
+  assert_int_equal(w->cond, 9);
+  flowrt_weights_free(w);
+  memset(&expect, 0, sizeof expect);
+  assert_int_equal(flowgen_spec_set(&expect, "time", "sin:8", NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&expect, "act", "tanh", NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&expect, "input", "c,x,t", NULL), FLOWGEN_OK);
+  w = parse_family(&m, &expect);
+  assert_int_equal(w->cond, 2);
+  assert_int_equal(w->time_width, 8);
+  assert_int_equal(w->act, FLOWGEN_ACT_TANH);
+  assert_string_equal(w->input, "cxt");
+  assert_family_values(w, &m);
+  flowrt_weights_free(w);
+  free_family(&m);
+}
+
+static void expect_family_error(const char *metadata, int in_width, int layers,
+                                const flowgen_spec *expect, flowgen_status status,
+                                const char *needle) {
+  family_model m;
+  build_family(&m, 3, 5, in_width, layers, metadata);
+  flowrt_weights *w = (flowrt_weights *)1;
+  flowgen_error err = {0};
+  flowgen_status st = flowrt_weights_parse(m.image, m.size, "f.safetensors", NULL, expect, &w,
+                                           &err);
+  if (st != status)
+    fail_msg("status %s (%s), want %s", flowgen_status_name(st), err.message,
+             flowgen_status_name(status));
+  assert_null(w);
+  assert_message_has(&err, needle);
+  free_family(&m);
+}
+
+/* Bad metadata, and a file that contradicts the caller: the message names
+ * the key, the file's value and the flag's. */
+static void test_weights_family_contradictions(void **state) {
+  (void)state;
+  expect_family_error("{\"flowgen.act\":\"swish\"}", 4, 3, NULL, FLOWGEN_WEIGHTS,
+                      "f.safetensors: __metadata__ 'flowgen.act': unknown value 'swish' "
+                      "(accepted: silu, gelu, gelu_tanh, relu, tanh)");
+  expect_family_error("{\"flowgen.time\":\"sin:3\"}", 6, 3, NULL, FLOWGEN_WEIGHTS,
+                      "__metadata__ 'flowgen.time': 'sin:3': K = 3 is odd");
+  expect_family_error("{\"flowgen.input\":\"x,t\"}", 4, 3, NULL, FLOWGEN_WEIGHTS,
+                      "__metadata__ 'flowgen.input': 'x,t' is not an order of x, t and c");
+  expect_family_error("{\"flowgen.cond\":\"many\"}", 4, 3, NULL, FLOWGEN_WEIGHTS,
+                      "__metadata__ 'flowgen.cond': 'many' is not a width 0 to 4096");
+  expect_family_error("{\"flowgen.cond\":\"3\"}", 6, 3, NULL, FLOWGEN_WEIGHTS,
+                      "the file's __metadata__ says flowgen.cond = 3 but its tensor "
+                      "'velocity.0.weight' has C = 2 conditioning columns");
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  expect.act = FLOWGEN_ACT_RELU;
+  expect_family_error("{\"flowgen.act\":\"gelu\"}", 4, 3, &expect, FLOWGEN_WEIGHTS,
+                      "f.safetensors: the file's __metadata__ says flowgen.act = gelu but "
+                      "relu was asked for (--act relu)");
+  memset(&expect, 0, sizeof expect);
+  expect.time.features = 4;
+  expect_family_error("{\"flowgen.time\":\"sin:4:2\"}", 8, 3, &expect, FLOWGEN_WEIGHTS,
+                      "flowgen.time = sin:4:2 but sin:4 was asked for (--time sin:4)");
+  memset(&expect, 0, sizeof expect);
+  strcpy(expect.input, "xtc");
+  expect_family_error("{\"flowgen.input\":\"x,c,t\"}", 4, 3, &expect, FLOWGEN_WEIGHTS,
+                      "flowgen.input = x,c,t but x,t,c was asked for (--input x,t,c)");
+  memset(&expect, 0, sizeof expect);
+  expect.layers = 3;
+  expect_family_error(NULL, 4, 4, &expect, FLOWGEN_WEIGHTS,
+                      "f.safetensors: the file has 4 Linear layers ('velocity.0' to "
+                      "'velocity.6') but 3 were asked for (--layers 3)");
+  memset(&expect, 0, sizeof expect);
+  expect.cond = 1;
+  expect_family_error(NULL, 6, 3, &expect, FLOWGEN_WEIGHTS,
+                      "tensor 'velocity.0.weight' has shape [5, 6] but D=3, H=5, C=1 need "
+                      "[5, 5]");
+  memset(&expect, 0, sizeof expect);
+  expect.time.features = 6;
+  expect_family_error(NULL, 8, 3, &expect, FLOWGEN_WEIGHTS,
+                      "tensor 'velocity.0.weight' has 8 columns but D + T = 3 + 6 (x and the "
+                      "sin:6 time) need at least 9");
+  expect_family_error(NULL, 3 + 1 + FLOWGEN_COND_MAX + 1, 2, NULL, FLOWGEN_WEIGHTS,
+                      "has 4101 columns: C = 4101 - D - T = 4097 is out of range (accepted: "
+                      "0 to 4096)");
+  /* An expected spec out of its ranges is the caller's error. */
+  memset(&expect, 0, sizeof expect);
+  expect.layers = 1;
+  expect_family_error(NULL, 4, 3, &expect, FLOWGEN_INVALID,
+                      "expected spec: layers: 1 is out of range");
+  memset(&expect, 0, sizeof expect);
+  expect.time.features = 3;
+  expect_family_error(NULL, 4, 3, &expect, FLOWGEN_INVALID, "expected spec: time.features: 3");
+}
+
+/* The Linear layers are at 0, 2, 4, ... with parameterless modules between
+ * them, no gap, 2 to 8 of them. */
+static void test_weights_family_layer_structure(void **state) {
+  (void)state;
+  static const float values[64];
+  static const struct {
+    const char *names[6];
+    const char *needle;
+  } cases[] = {
+      {{"velocity.0.weight", "velocity.0.bias", NULL},
+       "f.safetensors: one Linear layer ('velocity.0.weight'); the model needs 2 to 8"},
+      {{"velocity.0.weight", "velocity.0.bias", "velocity.2.weight", "velocity.2.bias",
+        "velocity.6.weight", "velocity.6.bias"},
+       "there is 'velocity.6.weight' but no 'velocity.4.weight': the Linear layers must be "
+       "at indices 0, 2, 4, ... of the Sequential, with no gap"},
+      {{"velocity.0.weight", "velocity.0.bias", "velocity.1.weight", "velocity.2.weight",
+        "velocity.2.bias", NULL},
+       "tensor 'velocity.1.weight': module 1 of the Sequential has parameters, but between "
+       "two Linear layers there must be an activation"},
+      {{"velocity.0.weight", "velocity.0.bias", "velocity.2.weight", NULL},
+       "no tensor 'velocity.2.bias'"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+    tensor_spec t[6];
+    size_t n = 0;
+    for (; n < 6 && cases[k].names[n]; ++n) {
+      /* H = D = 2: the first layer is 2 x 3 ([x, t]), the others 2 x 2. */
+      bool bias = strstr(cases[k].names[n], "bias") != NULL;
+      uint64_t cols = strncmp(cases[k].names[n], "velocity.0.", 11) == 0 ? 3 : 2;
+      t[n] = (tensor_spec){cases[k].names[n], "F32", bias ? 1 : 2, {2, bias ? 0 : cols},
+                           (const unsigned char *)values, bias ? 8 : 8 * cols};
+    }
+    size_t size;
+    unsigned char *image = build_image(t, n, NULL, 0, &size);
+    flowrt_weights *w = (flowrt_weights *)1;
+    flowgen_error err = {0};
+    assert_int_equal(flowrt_weights_parse(image, size, "f.safetensors", NULL, NULL, &w, &err),
+                     FLOWGEN_WEIGHTS);
+    assert_null(w);
+    assert_message_has(&err, cases[k].needle);
+    free(image);
+  }
+  /* Nine layers. */
+  tensor_spec t[18];
+  char names[18][32];
+  for (int i = 0; i < 9; ++i)
+    for (int k = 0; k < 2; ++k) {
+      snprintf(names[2 * i + k], sizeof names[0], "velocity.%d.%s", 2 * i, k ? "bias" : "weight");
+      t[2 * i + k] = (tensor_spec){names[2 * i + k], "F32", k ? 1 : 2, {2, k ? 0 : 2},
+                                   (const unsigned char *)values, k ? 8 : 16};
+    }
+  size_t size;
+  unsigned char *image = build_image(t, 18, NULL, 0, &size);
+  flowrt_weights *w = NULL;
+  flowgen_error err = {0};
+  assert_int_equal(flowrt_weights_parse(image, size, "f.safetensors", NULL, NULL, &w, &err),
+                   FLOWGEN_WEIGHTS);
+  assert_message_has(&err, "more than 8 Linear layers ('velocity.16.weight' is there; "
+                           "accepted: 2 to 8)");
+  free(image);
+}
+
+/* flowrt_weights_check names the first field of the model that differs,
+ * with both values. */
+static void test_weights_check(void **state) {
+  (void)state;
+  flowgen_spec model = fg_test_spec(3, 7, 1, 90);
+  model.cond = 2;
+  model.layers = 4;
+  model.act = FLOWGEN_ACT_GELU;
+  model.time.features = 4;
+  strcpy(model.input, "txc");
+  flowrt_weights *w = NULL;
+  assert_int_equal(flowrt_weights_alloc(&model, &w, NULL), FLOWGEN_OK);
+  static const struct {
+    const char *field, *value, *needle;
+  } cases[] = {
+      {"dim", "4", "the weights are D=3, H=7 but the spec asks for D=4, H=7"},
+      {"hidden", "8", "D=3, H=8"},
+      {"cond", "3", "conditioning C=2 but the spec asks for C=3 (cond)"},
+      {"layers", "3", "Linear layers L=4 but the spec asks for L=3 (layers)"},
+      {"act", "gelu_tanh", "activation gelu but the spec asks for gelu_tanh (act)"},
+      {"time", "sin:6", "time sin:4 but the spec asks for sin:6 (time)"},
+      {"time", "sin:4:999", "time sin:4 but the spec asks for sin:4:999 (time)"},
+      {"time", "raw", "time sin:4 but the spec asks for raw (time)"},
+      {"input", "x,t,c", "input order t,x,c but the spec asks for x,t,c (input)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_spec spec = model;
+    assert_int_equal(flowgen_spec_set(&spec, cases[i].field, cases[i].value, NULL), FLOWGEN_OK);
+    flowgen_error err = {0};
+    assert_int_equal(flowrt_weights_check(w, &spec, &err), FLOWGEN_INVALID);
+    assert_message_has(&err, cases[i].needle);
+  }
+  /* The same time in another spelling, the default input spelled out. */
+  flowgen_spec same = model;
+  assert_int_equal(flowgen_spec_set(&same, "time", "sin:4:1000", NULL), FLOWGEN_OK);
+  assert_int_equal(flowrt_weights_check(w, &same, NULL), FLOWGEN_OK);
+  flowrt_weights_free(w);
+  assert_int_equal(flowrt_weights_check(NULL, &model, NULL), FLOWGEN_INVALID);
 }
 
 int main(void) {
@@ -1195,6 +1597,11 @@ int main(void) {
       cmocka_unit_test(test_weights_load_checks_before_reading),
       cmocka_unit_test(test_weights_load_not_a_file),
       cmocka_unit_test(test_weights_alloc_and_free),
+      cmocka_unit_test(test_weights_check),
+      cmocka_unit_test(test_weights_family_shapes),
+      cmocka_unit_test(test_weights_family_metadata),
+      cmocka_unit_test(test_weights_family_contradictions),
+      cmocka_unit_test(test_weights_family_layer_structure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
 
 #include "flowgen.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -25,7 +27,12 @@ static bool spec_equal(const flowgen_spec *a, const flowgen_spec *b) {
   return a->dim == b->dim && a->hidden == b->hidden && a->steps == b->steps &&
          a->solver == b->solver && a->precision == b->precision &&
          a->arch == b->arch && a->arch_specific == b->arch_specific &&
-         strcmp(a->name, b->name) == 0;
+         strcmp(a->name, b->name) == 0 && a->cond == b->cond &&
+         a->layers == b->layers && a->act == b->act &&
+         a->time.features == b->time.features &&
+         a->time.scale == b->time.scale &&
+         memcmp(a->input, b->input, sizeof a->input) == 0 &&
+         a->guidance == b->guidance;
 }
 
 /* ---- defaults ----------------------------------------------------------- */
@@ -42,6 +49,19 @@ static void test_defaults(void **state) {
   assert_int_equal(spec.precision, FLOWGEN_PRECISION_FP32);
   assert_int_equal(spec.arch, 90);
   assert_string_equal(spec.name, "");
+  /* The seed model: every family field zero. */
+  assert_int_equal(spec.cond, 0);
+  assert_int_equal(spec.layers, 0);
+  assert_int_equal(spec.act, FLOWGEN_ACT_SILU);
+  assert_int_equal(spec.time.features, 0);
+  assert_true(spec.time.scale == 0.0);
+  assert_memory_equal(spec.input, "\0\0\0\0", 4);
+  assert_false(spec.guidance);
+  assert_int_equal(flowgen_spec_layers(&spec), 3);
+  assert_int_equal(flowgen_spec_time_width(&spec), 1);
+  assert_int_equal(flowgen_spec_in_width(&spec), 65);
+  assert_string_equal(flowgen_spec_input(&spec), "xtc");
+  assert_true(flowgen_spec_time_scale(&spec) == 0.0);
   assert_int_equal(flowgen_spec_hidden(&spec), 256);
   flowgen_error err = {FLOWGEN_OK, ""};
   assert_int_equal(flowgen_spec_validate(&spec, &err), FLOWGEN_OK);
@@ -153,6 +173,31 @@ static const set_case set_cases[] = {
     {"arch", "sm_70", FLOWGEN_INVALID, "--arch: sm_70 is not supported (sm_75 or newer)", 0},
     {"arch", "sm_74", FLOWGEN_INVALID, "sm_74 is not supported", 0},
     {"arch", "sm_60", FLOWGEN_INVALID, "sm_60 is not supported", 0},
+    /* cond: 0 .. 4096 */
+    {"cond", "0", FLOWGEN_OK, NULL, 0},
+    {"cond", "10", FLOWGEN_OK, NULL, 10},
+    {"cond", "4096", FLOWGEN_OK, NULL, 4096},
+    {"cond", "4097", FLOWGEN_INVALID, "--cond: 4097 is out of range (accepted: 0 to 4096)", 0},
+    {"cond", "-1", FLOWGEN_INVALID, "--cond: '-1' is not a positive decimal integer", 0},
+    {"cond", "ten", FLOWGEN_INVALID, "--cond: 'ten' is not", 0},
+    /* layers: 2 .. 8 */
+    {"layers", "2", FLOWGEN_OK, NULL, 2},
+    {"layers", "3", FLOWGEN_OK, NULL, 3},
+    {"layers", "8", FLOWGEN_OK, NULL, 8},
+    {"layers", "1", FLOWGEN_INVALID, "--layers: 1 is out of range (accepted: 2 to 8)", 0},
+    {"layers", "0", FLOWGEN_INVALID, "--layers: 0 is out of range", 0},
+    {"layers", "9", FLOWGEN_INVALID, "--layers: 9 is out of range", 0},
+    {"layers", "3 ", FLOWGEN_INVALID, "--layers: '3 ' is not", 0},
+    /* act */
+    {"act", "silu", FLOWGEN_OK, NULL, FLOWGEN_ACT_SILU},
+    {"act", "gelu", FLOWGEN_OK, NULL, FLOWGEN_ACT_GELU},
+    {"act", "gelu_tanh", FLOWGEN_OK, NULL, FLOWGEN_ACT_GELU_TANH},
+    {"act", "relu", FLOWGEN_OK, NULL, FLOWGEN_ACT_RELU},
+    {"act", "tanh", FLOWGEN_OK, NULL, FLOWGEN_ACT_TANH},
+    {"act", "swish", FLOWGEN_INVALID,
+     "--act: unknown value 'swish' (accepted: silu, gelu, gelu_tanh, relu, tanh)", 0},
+    {"act", "GELU", FLOWGEN_INVALID, "--act: unknown value 'GELU'", 0},
+    {"act", "", FLOWGEN_INVALID, "--act: unknown value ''", 0},
     /* unknown fields */
     {"depth", "3", FLOWGEN_INVALID, "unknown spec field 'depth'", 0},
     {"Dim", "3", FLOWGEN_INVALID, "unknown spec field 'Dim'", 0},
@@ -165,6 +210,9 @@ static int *int_field(flowgen_spec *spec, const char *field) {
   if (strcmp(field, "solver") == 0) return (int *)&spec->solver;
   if (strcmp(field, "precision") == 0) return (int *)&spec->precision;
   if (strcmp(field, "arch") == 0) return &spec->arch;
+  if (strcmp(field, "cond") == 0) return &spec->cond;
+  if (strcmp(field, "layers") == 0) return &spec->layers;
+  if (strcmp(field, "act") == 0) return (int *)&spec->act;
   return NULL;
 }
 
@@ -220,6 +268,252 @@ static void test_set_missing_arguments(void **state) {
   assert_true(err.message[0] != '\0');
   assert_int_equal(flowgen_spec_set(&spec, NULL, "3", &err), FLOWGEN_INVALID);
   assert_int_equal(spec.dim, 64);
+}
+
+/* ---- the model family's text fields --------------------------------------- */
+
+static void test_set_time(void **state) {
+  (void)state;
+  static const struct {
+    const char *value;
+    int features;
+    double scale;       /* as stored: 0 = the default 1000 */
+    double in_effect;   /* flowgen_spec_time_scale */
+    const char *name;   /* flowgen_time_name */
+  } good[] = {
+      {"raw", 0, 0.0, 0.0, "raw"},
+      {"sin:2", 2, 0.0, 1000.0, "sin:2"},
+      {"sin:16", 16, 0.0, 1000.0, "sin:16"},
+      {"sin:1024", 1024, 0.0, 1000.0, "sin:1024"},
+      {"sin:32:1", 32, 1.0, 1.0, "sin:32:1"},
+      {"sin:32:2.5", 32, 2.5, 2.5, "sin:32:2.5"},
+      {"sin:32:0.001", 32, 0.001, 0.001, "sin:32:0.001"},
+      {"sin:8:1e3", 8, 1000.0, 1000.0, "sin:8"},
+      {"sin:8:1000", 8, 1000.0, 1000.0, "sin:8"},
+      {"sin:8:.5", 8, 0.5, 0.5, "sin:8:0.5"},
+      {"sin:8:5.", 8, 5.0, 5.0, "sin:8:5"},
+      {"sin:8:2E-1", 8, 0.2, 0.2, "sin:8:0.20000000000000001"},
+  };
+  static const struct {
+    const char *value, *message;
+  } bad[] = {
+      {"sin", "--time: unknown value 'sin' (accepted: raw, sin:K, sin:K:SCALE)"},
+      {"Raw", "--time: unknown value 'Raw'"},
+      {"", "--time: unknown value ''"},
+      {"raw:1", "--time: unknown value 'raw:1'"},
+      {"sin:", "--time: 'sin:': K is not a positive decimal integer"},
+      {"sin::5", "K is not a positive decimal integer"},
+      {"sin:x", "--time: 'sin:x': K is not"},
+      {"sin:-4", "K is not"},
+      {"sin:+4", "K is not"},
+      {"sin:0", "--time: 'sin:0': K = 0 is out of range (accepted: 2 to 1024)"},
+      {"sin:1026", "K = 1026 is out of range"},
+      {"sin:99999999999999999999", "K is not"},
+      {"sin:3", "--time: 'sin:3': K = 3 is odd"},
+      {"sin:16:", "--time: 'sin:16:': SCALE '' is not a positive finite decimal"},
+      {"sin:16:0", "SCALE '0' is not a positive finite decimal"},
+      {"sin:16:0.0", "SCALE '0.0' is not"},
+      {"sin:16:-1", "SCALE '-1' is not"},
+      {"sin:16:+1", "SCALE '+1' is not"},
+      {"sin:16:inf", "SCALE 'inf' is not"},
+      {"sin:16:nan", "SCALE 'nan' is not"},
+      {"sin:16:1e999", "SCALE '1e999' is not"},
+      {"sin:16:1e-999", "SCALE '1e-999' is not"},
+      {"sin:16:0x10", "SCALE '0x10' is not"},
+      {"sin:16:1,5", "SCALE '1,5' is not"},
+      {"sin:16:1e", "SCALE '1e' is not"},
+      {"sin:16: 1", "SCALE ' 1' is not"},
+      {"sin:16:1 ", "SCALE '1 ' is not"},
+      {"sin:16:1:2", "SCALE '1:2' is not"},
+      {"sin:16:.", "SCALE '.' is not"},
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; ++i) {
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    spec.time.scale = 77.0; /* set overwrites both fields */
+    flowgen_error err = {FLOWGEN_OK, ""};
+    if (flowgen_spec_set(&spec, "time", good[i].value, &err) != FLOWGEN_OK)
+      fail_msg("time '%s' refused: %s", good[i].value, err.message);
+    assert_int_equal(spec.time.features, good[i].features);
+    if (spec.time.scale != good[i].scale)
+      fail_msg("time '%s': scale %.17g, expected %.17g", good[i].value,
+               spec.time.scale, good[i].scale);
+    assert_true(flowgen_spec_time_scale(&spec) == good[i].in_effect);
+    assert_int_equal(flowgen_spec_time_width(&spec),
+                     good[i].features ? good[i].features : 1);
+    assert_int_equal(flowgen_spec_in_width(&spec),
+                     64 + (good[i].features ? good[i].features : 1));
+    assert_int_equal(flowgen_spec_validate(&spec, NULL), FLOWGEN_OK);
+    char name[64];
+    flowgen_time_name(&spec.time, name, sizeof name);
+    assert_string_equal(name, good[i].name);
+    /* The name reads back as the same time spec. */
+    flowgen_spec again;
+    flowgen_spec_default(&again);
+    assert_int_equal(flowgen_spec_set(&again, "time", name, NULL), FLOWGEN_OK);
+    assert_int_equal(again.time.features, spec.time.features);
+    assert_true(flowgen_spec_time_scale(&again) ==
+                flowgen_spec_time_scale(&spec));
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    flowgen_spec spec, before;
+    flowgen_spec_default(&spec);
+    spec.time.features = 4;
+    spec.time.scale = 3.0;
+    before = spec;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    if (flowgen_spec_set(&spec, "time", bad[i].value, &err) != FLOWGEN_INVALID)
+      fail_msg("time '%s' accepted", bad[i].value);
+    assert_int_equal(err.status, FLOWGEN_INVALID);
+    assert_contains(err.message, bad[i].message);
+    assert_clean_message(&err);
+    if (!spec_equal(&spec, &before))
+      fail_msg("time '%s' failed but changed the spec", bad[i].value);
+  }
+}
+
+static void test_set_input_and_guidance(void **state) {
+  (void)state;
+  static const struct {
+    const char *value, *stored, *name, *symbol_part;
+  } orders[] = {
+      {"x,t,c", "xtc", "x,t,c", ""},      {"x,c,t", "xct", "x,c,t", "_xct"},
+      {"t,x,c", "txc", "t,x,c", "_txc"},  {"t,c,x", "tcx", "t,c,x", "_tcx"},
+      {"c,x,t", "cxt", "c,x,t", "_cxt"},  {"c,t,x", "ctx", "c,t,x", "_ctx"},
+  };
+  for (size_t i = 0; i < sizeof orders / sizeof orders[0]; ++i) {
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    flowgen_error err = {FLOWGEN_OK, ""};
+    if (flowgen_spec_set(&spec, "input", orders[i].value, &err) != FLOWGEN_OK)
+      fail_msg("input '%s' refused: %s", orders[i].value, err.message);
+    assert_string_equal(spec.input, orders[i].stored);
+    assert_string_equal(flowgen_spec_input(&spec), orders[i].stored);
+    char name[8];
+    flowgen_spec_input_name(&spec, name, sizeof name);
+    assert_string_equal(name, orders[i].name);
+    assert_int_equal(flowgen_spec_validate(&spec, NULL), FLOWGEN_OK);
+    char symbol[128], expected[128];
+    flowgen_spec_symbol(&spec, symbol, sizeof symbol);
+    snprintf(expected, sizeof expected, "flow_d64_h256_s32_fp32%s",
+             orders[i].symbol_part);
+    assert_string_equal(symbol, expected);
+  }
+  static const char *const bad_orders[] = {
+      "xtc", "x,t", "x,t,c,", "x,x,c", "x,t,t", "x,t,z", "X,T,C", "x;t;c",
+      " x,t,c", "", "x,,t,c", "x, t, c"};
+  for (size_t i = 0; i < sizeof bad_orders / sizeof bad_orders[0]; ++i) {
+    flowgen_spec spec;
+    flowgen_spec_default(&spec);
+    strcpy(spec.input, "cxt");
+    flowgen_error err = {FLOWGEN_OK, ""};
+    if (flowgen_spec_set(&spec, "input", bad_orders[i], &err) != FLOWGEN_INVALID)
+      fail_msg("input '%s' accepted", bad_orders[i]);
+    assert_contains(err.message, "--input: '");
+    assert_contains(err.message, bad_orders[i]);
+    assert_contains(err.message, "is not an order of x, t and c");
+    assert_string_equal(spec.input, "cxt");
+  }
+
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_spec_set(&spec, "guidance", "1", &err), FLOWGEN_OK);
+  assert_true(spec.guidance);
+  assert_int_equal(flowgen_spec_set(&spec, "guidance", "0", &err), FLOWGEN_OK);
+  assert_false(spec.guidance);
+  static const char *const bad_bools[] = {"yes", "true", "2", "", "01", "1 "};
+  for (size_t i = 0; i < sizeof bad_bools / sizeof bad_bools[0]; ++i) {
+    spec.guidance = true;
+    assert_int_equal(flowgen_spec_set(&spec, "guidance", bad_bools[i], &err),
+                     FLOWGEN_INVALID);
+    assert_contains(err.message, "--guidance: '");
+    assert_contains(err.message, "is neither 0 nor 1");
+    assert_true(spec.guidance);
+  }
+}
+
+/* The templates see the family resolved (no zero defaults): a plan.lua
+ * that reports the fields it got, as its error, shows what they read. */
+static const char report_plan[] =
+    "return function(spec)\n"
+    "  error(string.format('cond=%d layers=%d act=%s features=%d scale=%.17g '\n"
+    "    .. 'input=%s guidance=%s time_width=%d in_width=%d',\n"
+    "    spec.cond, spec.layers, spec.act, spec.time.features, spec.time.scale,\n"
+    "    spec.input, tostring(spec.guidance), spec.time_width, spec.in_width), 0)\n"
+    "end\n";
+
+static void expect_lua_fields(const char *dir, const char *const fields[][2],
+                              const char *expected) {
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  for (int i = 0; fields[i][0]; ++i)
+    assert_int_equal(flowgen_spec_set(&spec, fields[i][0], fields[i][1], NULL),
+                     FLOWGEN_OK);
+  flowgen_options opts = {.template_dir = dir};
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_generate(&spec, &opts, &k, &err), FLOWGEN_TEMPLATE);
+  assert_null(k);
+  assert_contains(err.message, expected);
+}
+
+static void test_spec_in_lua(void **state) {
+  (void)state;
+  char *dir = fg_test_mkdtemp();
+  fg_test_copy_templates(dir);
+  fg_test_write_template(dir, "plan.lua", report_plan);
+  static const char *const seed[][2] = {{NULL, NULL}};
+  expect_lua_fields(dir, seed,
+                    "cond=0 layers=3 act=silu features=0 scale=0 input=xtc "
+                    "guidance=false time_width=1 in_width=65");
+  static const char *const family[][2] = {
+      {"cond", "10"},     {"layers", "5"},        {"act", "gelu_tanh"},
+      {"time", "sin:16"}, {"input", "c,x,t"},     {"guidance", "1"},
+      {"dim", "8"},       {NULL, NULL}};
+  expect_lua_fields(dir, family,
+                    "cond=10 layers=5 act=gelu_tanh features=16 scale=1000 "
+                    "input=cxt guidance=true time_width=16 in_width=34");
+  static const char *const scaled[][2] = {{"time", "sin:4:2.5"},
+                                          {"act", "relu"},
+                                          {NULL, NULL}};
+  expect_lua_fields(dir, scaled,
+                    "cond=0 layers=3 act=relu features=4 scale=2.5 input=xtc "
+                    "guidance=false time_width=4 in_width=68");
+  fg_test_rmtree(dir);
+  free(dir);
+
+  /* --describe (flowgen_kernel_describe) names the family as the flags
+   * take it. */
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.dim = 4;
+  spec.hidden = 8;
+  spec.steps = 2;
+  spec.cond = 3;
+  spec.layers = 2;
+  spec.act = FLOWGEN_ACT_GELU;
+  spec.time.features = 6;
+  spec.time.scale = 0.5;
+  strcpy(spec.input, "txc");
+  spec.guidance = true;
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  if (flowgen_generate(&spec, NULL, &k, &err) != FLOWGEN_OK)
+    fail_msg("generate: %s", err.message);
+  char *json = flowgen_kernel_describe(k);
+  assert_non_null(json);
+  assert_contains(json, "\"cond\": 3,");
+  assert_contains(json, "\"layers\": 2,");
+  assert_contains(json, "\"act\": \"gelu\",");
+  assert_contains(json, "\"time\": \"sin:6:0.5\",");
+  assert_contains(json, "\"input\": \"t,x,c\",");
+  assert_contains(json, "\"guidance\": true,");
+  assert_contains(json, "\"time_width\": 6,");
+  assert_contains(json, "\"in_width\": 13,");
+  assert_contains(json, "\"name\": \"flow_d4_h8_s2_fp32_c3_l2_gelu_sin6_txc_cfg\"");
+  free(json);
+  flowgen_kernel_free(k);
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -324,6 +618,47 @@ static void name_unterminated(flowgen_spec *s) {
   memset(s->name, 'a', sizeof s->name);
 }
 static void name_ok(flowgen_spec *s) { strcpy(s->name, "my_flow"); }
+static void cond_neg(flowgen_spec *s) { s->cond = -1; }
+static void cond_4096(flowgen_spec *s) { s->cond = 4096; }
+static void cond_4097(flowgen_spec *s) { s->cond = 4097; }
+static void layers_1(flowgen_spec *s) { s->layers = 1; }
+static void layers_2(flowgen_spec *s) { s->layers = 2; }
+static void layers_8(flowgen_spec *s) { s->layers = 8; }
+static void layers_9(flowgen_spec *s) { s->layers = 9; }
+static void layers_neg(flowgen_spec *s) { s->layers = -3; }
+static void act_tanh(flowgen_spec *s) { s->act = FLOWGEN_ACT_TANH; }
+static void act_bad(flowgen_spec *s) { s->act = (flowgen_activation)5; }
+static void act_neg(flowgen_spec *s) { s->act = (flowgen_activation)-1; }
+static void time_sin2(flowgen_spec *s) { s->time.features = 2; }
+static void time_sin1024(flowgen_spec *s) { s->time.features = 1024; }
+static void time_odd(flowgen_spec *s) { s->time.features = 7; }
+static void time_1026(flowgen_spec *s) { s->time.features = 1026; }
+static void time_neg(flowgen_spec *s) { s->time.features = -2; }
+static void time_scale_neg(flowgen_spec *s) {
+  s->time.features = 8;
+  s->time.scale = -1.0;
+}
+static void time_scale_nan(flowgen_spec *s) {
+  s->time.features = 8;
+  s->time.scale = NAN;
+}
+static void time_scale_inf(flowgen_spec *s) {
+  s->time.features = 8;
+  s->time.scale = INFINITY;
+}
+/* raw ignores the scale. */
+static void time_raw_scale(flowgen_spec *s) { s->time.scale = -5.0; }
+static void input_ctx(flowgen_spec *s) { strcpy(s->input, "ctx"); }
+static void input_xxc(flowgen_spec *s) { strcpy(s->input, "xxc"); }
+static void input_xt(flowgen_spec *s) { strcpy(s->input, "xt"); }
+static void input_unterminated(flowgen_spec *s) {
+  memcpy(s->input, "xtcx", 4);
+}
+static void guidance_alone(flowgen_spec *s) { s->guidance = true; }
+static void guidance_cond(flowgen_spec *s) {
+  s->guidance = true;
+  s->cond = 10;
+}
 
 static const validate_case validate_cases[] = {
     {"dim 0", dim_0, FLOWGEN_INVALID, "dim: 0 is out of range (accepted: 1 to 1024)"},
@@ -350,6 +685,32 @@ static const validate_case validate_cases[] = {
     {"name a-b", name_dash, FLOWGEN_INVALID, "name: 'a-b'"},
     {"name unterminated", name_unterminated, FLOWGEN_INVALID, "name: not NUL-terminated"},
     {"name my_flow", name_ok, FLOWGEN_OK, NULL},
+    {"cond -1", cond_neg, FLOWGEN_INVALID, "cond: -1 is out of range (accepted: 0 to 4096)"},
+    {"cond 4096", cond_4096, FLOWGEN_OK, NULL},
+    {"cond 4097", cond_4097, FLOWGEN_INVALID, "cond: 4097 is out of range"},
+    {"layers 1", layers_1, FLOWGEN_INVALID, "layers: 1 is out of range (accepted: 2 to 8)"},
+    {"layers 2", layers_2, FLOWGEN_OK, NULL},
+    {"layers 8", layers_8, FLOWGEN_OK, NULL},
+    {"layers 9", layers_9, FLOWGEN_INVALID, "layers: 9 is out of range"},
+    {"layers -3", layers_neg, FLOWGEN_INVALID, "layers: -3"},
+    {"act tanh", act_tanh, FLOWGEN_OK, NULL},
+    {"act 5", act_bad, FLOWGEN_INVALID, "act: unknown value 5"},
+    {"act -1", act_neg, FLOWGEN_INVALID, "act: unknown value -1"},
+    {"time sin:2", time_sin2, FLOWGEN_OK, NULL},
+    {"time sin:1024", time_sin1024, FLOWGEN_OK, NULL},
+    {"time 7", time_odd, FLOWGEN_INVALID, "time.features: 7 is neither 0 (raw) nor even in 2 to 1024"},
+    {"time 1026", time_1026, FLOWGEN_INVALID, "time.features: 1026"},
+    {"time -2", time_neg, FLOWGEN_INVALID, "time.features: -2"},
+    {"time scale -1", time_scale_neg, FLOWGEN_INVALID, "time.scale: -1 is not positive and finite"},
+    {"time scale nan", time_scale_nan, FLOWGEN_INVALID, "time.scale: "},
+    {"time scale inf", time_scale_inf, FLOWGEN_INVALID, "time.scale: inf"},
+    {"time raw scale", time_raw_scale, FLOWGEN_OK, NULL},
+    {"input ctx", input_ctx, FLOWGEN_OK, NULL},
+    {"input xxc", input_xxc, FLOWGEN_INVALID, "input: 'xxc' is not an order of the letters x, t and c"},
+    {"input xt", input_xt, FLOWGEN_INVALID, "input: 'xt'"},
+    {"input unterminated", input_unterminated, FLOWGEN_INVALID, "input: 'xtcx'"},
+    {"guidance alone", guidance_alone, FLOWGEN_INVALID, "guidance: needs a conditioning (cond is 0)"},
+    {"guidance cond", guidance_cond, FLOWGEN_OK, NULL},
 };
 
 static void test_validate_table(void **state) {
@@ -440,6 +801,57 @@ static void test_symbol(void **state) {
   flowgen_spec_symbol(&spec, small, sizeof small);
   assert_string_equal(small, "flow_d6");
 
+  /* The model family: each field that is not the seed's, in a fixed order;
+   * the seed's own values (layers 3 given, x,t,c given) add nothing. */
+  static const struct {
+    const char *fields[6][2];
+    const char *symbol;
+  } family[] = {
+      {{{"layers", "3"}, {"input", "x,t,c"}, {"act", "silu"}, {"time", "raw"},
+        {"cond", "0"}, {"guidance", "0"}},
+       "flow_d64_h256_s32_fp32"},
+      {{{"cond", "10"}}, "flow_d64_h256_s32_fp32_c10"},
+      {{{"layers", "2"}}, "flow_d64_h256_s32_fp32_l2"},
+      {{{"act", "gelu_tanh"}}, "flow_d64_h256_s32_fp32_gelu_tanh"},
+      {{{"time", "sin:32"}}, "flow_d64_h256_s32_fp32_sin32"},
+      {{{"time", "sin:32:2"}}, "flow_d64_h256_s32_fp32_sin32"},
+      {{{"input", "c,x,t"}}, "flow_d64_h256_s32_fp32_cxt"},
+      {{{"guidance", "1"}, {"cond", "4096"}, {"input", "t,c,x"},
+        {"time", "sin:1024"}, {"act", "relu"}, {"layers", "8"}},
+       "flow_d64_h256_s32_fp32_c4096_l8_relu_sin1024_tcx_cfg"},
+      {{{"solver", "rk4"}, {"cond", "3"}, {"act", "gelu"}},
+       "flow_d64_h256_s32_fp32_rk4_c3_gelu"},
+  };
+  for (size_t i = 0; i < sizeof family / sizeof family[0]; ++i) {
+    flowgen_spec f;
+    flowgen_spec_default(&f);
+    for (int j = 0; j < 6 && family[i].fields[j][0]; ++j)
+      assert_int_equal(flowgen_spec_set(&f, family[i].fields[j][0],
+                                        family[i].fields[j][1], NULL),
+                       FLOWGEN_OK);
+    assert_int_equal(flowgen_spec_validate(&f, NULL), FLOWGEN_OK);
+    char symbol[128];
+    flowgen_spec_symbol(&f, symbol, sizeof symbol);
+    assert_string_equal(symbol, family[i].symbol);
+  }
+  /* The longest derived symbol fits the 128 bytes callers give it. */
+  flowgen_spec longest;
+  flowgen_spec_default(&longest);
+  longest.dim = 1024;
+  longest.hidden = 4096;
+  longest.steps = 10000;
+  longest.solver = FLOWGEN_SOLVER_MIDPOINT;
+  longest.cond = 4096;
+  longest.layers = 8;
+  longest.act = FLOWGEN_ACT_GELU_TANH;
+  longest.time.features = 1024;
+  strcpy(longest.input, "ctx");
+  longest.guidance = true;
+  char long_symbol[128];
+  flowgen_spec_symbol(&longest, long_symbol, sizeof long_symbol);
+  assert_string_equal(long_symbol, "flow_d1024_h4096_s10000_fp32_midpoint_"
+                                   "c4096_l8_gelu_tanh_sin1024_ctx_cfg");
+
   /* A custom name replaces the derived one entirely. */
   assert_int_equal(flowgen_spec_set(&spec, "name", "policy", NULL),
                    FLOWGEN_OK);
@@ -474,6 +886,9 @@ int main(void) {
       cmocka_unit_test(test_hidden_defaults_to_four_dim),
       cmocka_unit_test(test_set_table),
       cmocka_unit_test(test_set_missing_arguments),
+      cmocka_unit_test(test_set_time),
+      cmocka_unit_test(test_set_input_and_guidance),
+      cmocka_unit_test(test_spec_in_lua),
       cmocka_unit_test(test_set_name),
       cmocka_unit_test(test_name_length_limit),
       cmocka_unit_test(test_validate_table),

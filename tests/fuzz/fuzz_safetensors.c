@@ -45,14 +45,18 @@ static void check_file(const fg_st_file *f, const uint8_t *data, size_t size) {
 }
 
 static bool same_weights(const flowrt_weights *a, const flowrt_weights *b) {
-  size_t d = (size_t)a->dim, h = (size_t)a->hidden;
-  return a->dim == b->dim && a->hidden == b->hidden &&
-         !memcmp(a->w1, b->w1, h * (d + 1) * sizeof(float)) &&
-         !memcmp(a->b1, b->b1, h * sizeof(float)) &&
-         !memcmp(a->w2, b->w2, h * h * sizeof(float)) &&
-         !memcmp(a->b2, b->b2, h * sizeof(float)) &&
-         !memcmp(a->w3, b->w3, d * h * sizeof(float)) &&
-         !memcmp(a->b3, b->b3, d * sizeof(float));
+  if (a->dim != b->dim || a->hidden != b->hidden || a->cond != b->cond ||
+      a->layers != b->layers || a->time_width != b->time_width || a->act != b->act ||
+      strcmp(a->input, b->input) != 0)
+    return false;
+  for (int i = 0; i < a->layers; ++i) {
+    size_t rows = i == a->layers - 1 ? (size_t)a->dim : (size_t)a->hidden;
+    size_t cols = i == 0 ? (size_t)(a->dim + a->time_width + a->cond) : (size_t)a->hidden;
+    if (memcmp(a->w[i], b->w[i], rows * cols * sizeof(float)) ||
+        memcmp(a->b[i], b->b[i], rows * sizeof(float)))
+      return false;
+  }
+  return true;
 }
 
 /* The prefix P of the first tensor named P0.weight (NULL if none). */
@@ -70,7 +74,7 @@ static void load_weights(const uint8_t *data, size_t size, const char *prefix) {
   flowgen_error err = {FLOWGEN_OK, ""};
   flowrt_weights *w = NULL;
   flowgen_status s = flowrt_weights_parse(data, size, "fuzz.safetensors",
-                                          prefix, 0, 0, &w, &err);
+                                          prefix, NULL, &w, &err);
   FUZZ_CHECK(s == err.status);
   if (s != FLOWGEN_OK) {
     FUZZ_CHECK(s == FLOWGEN_WEIGHTS && w == NULL && err.message[0]);
@@ -79,21 +83,26 @@ static void load_weights(const uint8_t *data, size_t size, const char *prefix) {
   FUZZ_CHECK(w != NULL);
   FUZZ_CHECK(w->dim >= FLOWGEN_DIM_MIN && w->dim <= FLOWGEN_DIM_MAX);
   FUZZ_CHECK(w->hidden >= FLOWGEN_HIDDEN_MIN && w->hidden <= FLOWGEN_HIDDEN_MAX);
+  FUZZ_CHECK(w->cond >= 0 && w->cond <= FLOWGEN_COND_MAX);
+  FUZZ_CHECK(w->layers >= FLOWGEN_LAYERS_MIN && w->layers <= FLOWGEN_LAYERS_MAX);
+  /* What was inferred, given back as the expected model, loads the same. */
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  flowrt_weights_model(w, &expect);
   flowrt_weights *again = NULL;
-  s = flowrt_weights_parse(data, size, "fuzz.safetensors", prefix, w->dim,
-                           w->hidden, &again, &err);
+  s = flowrt_weights_parse(data, size, "fuzz.safetensors", prefix, &expect, &again, &err);
   FUZZ_CHECK(s == FLOWGEN_OK && same_weights(w, again));
   flowrt_weights_free(again);
   /* Small models also go through the fp64 reference (any float values). */
-  if (w->dim <= 32 && w->hidden <= 32) {
+  if (w->dim <= 32 && w->hidden <= 32 && w->cond <= 32) {
     flowgen_spec spec;
     flowgen_spec_default(&spec);
-    spec.dim = w->dim;
-    spec.hidden = w->hidden;
+    flowrt_weights_model(w, &spec);
     spec.steps = 2;
-    float x[2 * 32] = {0};
+    float x[2 * 32] = {0}, c[2 * 32] = {0};
     for (int i = 0; i < 2 * w->dim; ++i) x[i] = (float)(i % 5) - 2.0f;
-    FUZZ_CHECK(flowrt_reference(&spec, w, x, x, 2, &err) == FLOWGEN_OK);
+    FUZZ_CHECK(flowrt_reference_cond(&spec, w, x, x, w->cond ? c : NULL, NULL, 1.0f, 2,
+                                     &err) == FLOWGEN_OK);
   }
   flowrt_weights_free(w);
 }
