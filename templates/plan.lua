@@ -223,7 +223,10 @@ return function(spec)
     fp32_batches(ctx, chain, c)
   end
   local variants = chain.variants
-  if #variants == 0 then refuse("tune: no strategy left to serve this spec") end
+  if #variants == 0 then
+    local why = #ctx.left_out > 0 and " (left out for the model: " .. table.concat(ctx.left_out, "; ") .. ")" or ""
+    refuse("tune: no strategy left to serve this spec" .. why)
+  end
   variants[1].min_batch, variants[#variants].max_batch = 0, -1
   ctx.tune:move_ranges(variants)
   for _, v in ipairs(variants) do

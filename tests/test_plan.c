@@ -57,12 +57,13 @@ static const flowgen_solver solvers[] = {FLOWGEN_SOLVER_EULER, FLOWGEN_SOLVER_RK
 /* One line per variant of spec's plan: the spec, then the variant's
  * strategy, batch range, launch configuration and packed size.  The
  * templates in template_dir render nothing (see build_table). */
-static void plan_lines(text *t, const flowgen_spec *spec, const char *template_dir) {
+static void plan_lines(text *t, const flowgen_spec *spec, const char *tag, const char *template_dir) {
   char arch[16];
   flowgen_spec_arch_name(spec, arch, sizeof arch);
   char head[128];
-  snprintf(head, sizeof head, "d%d h%d %s %s %s:", spec->dim, flowgen_spec_hidden(spec),
-           flowgen_solver_name(spec->solver), flowgen_precision_name(spec->precision), arch);
+  snprintf(head, sizeof head, "d%d h%d %s %s %s%s%s:", spec->dim, flowgen_spec_hidden(spec),
+           flowgen_solver_name(spec->solver), flowgen_precision_name(spec->precision), arch,
+           tag ? " " : "", tag ? tag : "");
   flowgen_kernel *k = NULL;
   flowgen_error err = {FLOWGEN_OK, ""};
   flowgen_options opts = {.template_dir = template_dir};
@@ -88,6 +89,43 @@ static void plan_lines(text *t, const flowgen_spec *spec, const char *template_d
   flowgen_kernel_free(k);
 }
 
+/* Members of the model family (beside the seed, whose lines come first):
+ * each kind that moves the plan (conditioning, depth and weight size,
+ * guidance's rows, the strategies that serve the seed's depth and time
+ * only) or should not (the activation, the input order). */
+typedef struct {
+  const char *tag;
+  int cond, layers;
+  flowgen_activation act;
+  int time_features;
+  const char *input;
+  bool guidance;
+} member;
+
+static const member members[] = {
+    {"c512", 512, 0, FLOWGEN_ACT_SILU, 0, "", false},
+    {"l2", 0, 2, FLOWGEN_ACT_SILU, 0, "", false},
+    {"l8 gelu", 0, 8, FLOWGEN_ACT_GELU, 0, "", false},
+    {"gelu_tanh tcx", 0, 0, FLOWGEN_ACT_GELU_TANH, 0, "tcx", false},
+    {"sin64", 0, 0, FLOWGEN_ACT_SILU, 64, "", false},
+    {"c16 cfg", 16, 0, FLOWGEN_ACT_SILU, 0, "", true},
+    {"c4 l5 relu sin8 ctx cfg", 4, 5, FLOWGEN_ACT_RELU, 8, "ctx", true},
+};
+static const int member_shapes[][2] = {{8, 32}, {17, 200}, {64, 256}, {128, 512}, {1024, 4096}};
+/* sm_90 as sm_90a only (the generic strategies plan alike) */
+static const int member_archs[] = {75, 80, 90};
+
+static flowgen_spec member_spec(const member *m, int dim, int hidden, int arch) {
+  flowgen_spec spec = fg_test_spec(dim, hidden, 32, arch);
+  spec.cond = m->cond;
+  spec.layers = m->layers;
+  spec.act = m->act;
+  spec.time.features = m->time_features;
+  snprintf(spec.input, sizeof spec.input, "%s", m->input);
+  spec.guidance = m->guidance;
+  return spec;
+}
+
 /* The planner alone: the built-in templates, but for file.cut (the whole
  * generated file), which renders nothing here.  The plan is what this test
  * checks; rendering every spec's source (tests/plan/snapshot.sh) would take
@@ -108,8 +146,21 @@ static void build_table(text *t) {
           spec.arch_specific = a == 5;
           spec.precision = precisions[p];
           spec.solver = solvers[v];
-          plan_lines(t, &spec, dir);
+          plan_lines(t, &spec, NULL, dir);
         }
+  append(t, "# Members of the model family (D, H, solver, precision, arch, then the member)\n");
+  for (size_t m = 0; m < COUNT(members); ++m)
+    for (size_t s = 0; s < COUNT(member_shapes); ++s)
+      for (size_t p = 0; p < COUNT(precisions); ++p)
+        for (size_t a = 0; a < COUNT(member_archs); ++a)
+          for (size_t v = 0; v < COUNT(solvers); ++v) {
+            flowgen_spec spec = member_spec(&members[m], member_shapes[s][0], member_shapes[s][1],
+                                            member_archs[a]);
+            spec.arch_specific = member_archs[a] == 90;
+            spec.precision = precisions[p];
+            spec.solver = solvers[v];
+            plan_lines(t, &spec, members[m].tag, dir);
+          }
   fg_test_rmtree(dir);
   free(dir);
 }
@@ -462,6 +513,119 @@ static void test_device(void **state) {
   expect_device(&fp32, "7", NULL, "device: expected a table");
 }
 
+/* ---- the model family (lib.family, each module's serves) ------------------- */
+
+static bool specialized(const char *strategy) {
+  static const char *const names[] = {"cluster", "rmma", "wgmma", "wgstream"};
+  for (size_t i = 0; i < COUNT(names); ++i)
+    if (strncmp(strategy, names[i], strlen(names[i])) == 0) return true;
+  return false;
+}
+
+/* The plan serves every batch: from 0, each variant where the one before
+ * ends, the last with no end. */
+static void expect_every_batch(const flowgen_kernel *k, const char *what) {
+  int n = flowgen_kernel_variant_count(k);
+  assert_true(n > 0);
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    long long from = i == 0 ? 0 : (long long)flowgen_kernel_variant(k, i - 1)->max_batch + 1;
+    if ((long long)v->min_batch != from || (i + 1 < n) != (v->max_batch >= 0))
+      fail_msg("%s: %s serves %lld-%lld", what, v->strategy, (long long)v->min_batch, (long long)v->max_batch);
+  }
+}
+
+/* The specialized strategies (cluster, rmma, rmma3, wgmma, wgstream) serve
+ * the seed's depth and time without conditioning, at any activation and
+ * input order: such a member's plan is the seed's.  Conditioning, another
+ * depth, sin time or guidance leave them out, and the generic strategies
+ * (tiled, mma, grid, gemm) serve every batch. */
+static void test_family_chains(void **state) {
+  (void)state;
+  /* the plans only, as build_table */
+  char *dir = fg_test_mkdtemp();
+  fg_test_copy_templates(dir);
+  fg_test_write_template(dir, "file.cut", "| -- the plan only (tests/test_plan.c)\n");
+  flowgen_options opts = {.template_dir = dir};
+  static const member same[] = {
+      {"gelu_tanh tcx", 0, 0, FLOWGEN_ACT_GELU_TANH, 0, "tcx", false},
+      {"relu ctx", 0, 3, FLOWGEN_ACT_RELU, 0, "ctx", false},
+  };
+  static const member generic[] = {
+      {"c8", 8, 0, FLOWGEN_ACT_SILU, 0, "", false},   {"l2", 0, 2, FLOWGEN_ACT_SILU, 0, "", false},
+      {"l6", 0, 6, FLOWGEN_ACT_TANH, 0, "", false},   {"sin16", 0, 0, FLOWGEN_ACT_SILU, 16, "", false},
+      {"c8 cfg", 8, 0, FLOWGEN_ACT_SILU, 0, "", true}, {"c8 l2 cfg", 8, 2, FLOWGEN_ACT_GELU, 0, "xct", true},
+  };
+  /* the shapes of every kind of chain: small weights, the cluster split's, large */
+  static const int shapes3[][2] = {{17, 200}, {64, 256}, {128, 512}};
+  for (size_t s = 0; s < COUNT(shapes3); ++s)
+    for (size_t p = 0; p < COUNT(precisions); ++p)
+      for (size_t a = 1; a < COUNT(member_archs); ++a)
+        for (size_t v = 0; v < COUNT(solvers); ++v) {
+          flowgen_spec seed = fg_test_spec(shapes3[s][0], shapes3[s][1], 32, member_archs[a]);
+          seed.arch_specific = member_archs[a] == 90;
+          seed.precision = precisions[p];
+          seed.solver = solvers[v];
+          flowgen_kernel *k = NULL;
+          assert_int_equal(flowgen_generate(&seed, &opts, &k, NULL), FLOWGEN_OK);
+          char *chain = chain_of(k);
+          flowgen_kernel_free(k);
+          for (size_t m = 0; m < COUNT(same) + COUNT(generic); ++m) {
+            const member *mb = m < COUNT(same) ? &same[m] : &generic[m - COUNT(same)];
+            flowgen_spec spec = member_spec(mb, seed.dim, seed.hidden, seed.arch);
+            spec.arch_specific = seed.arch_specific;
+            spec.precision = seed.precision;
+            spec.solver = seed.solver;
+            char what[160];
+            snprintf(what, sizeof what, "d%d h%d %s %s sm_%d%s %s", spec.dim, spec.hidden,
+                     flowgen_solver_name(spec.solver), flowgen_precision_name(spec.precision), spec.arch,
+                     spec.arch_specific ? "a" : "", mb->tag);
+            flowgen_error err = {FLOWGEN_OK, ""};
+            if (flowgen_generate(&spec, &opts, &k, &err) != FLOWGEN_OK) fail_msg("%s: %s", what, err.message);
+            expect_every_batch(k, what);
+            if (m < COUNT(same)) {
+              char *got = chain_of(k);
+              if (strcmp(got, chain) != 0) fail_msg("%s:\n  got  %s\n  seed %s", what, got, chain);
+              free(got);
+            } else {
+              for (int i = 0; i < flowgen_kernel_variant_count(k); ++i)
+                if (specialized(flowgen_kernel_variant(k, i)->strategy))
+                  fail_msg("%s: %s serves it", what, flowgen_kernel_variant(k, i)->strategy);
+            }
+            flowgen_kernel_free(k);
+          }
+          free(chain);
+        }
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* A member's plan by hand: the seed's H200 chain without the cluster
+ * kernel and rmma3, which serve no conditioning (the tiled kernel's
+ * cluster split in their place); only= a strategy that does not serve the
+ * member is refused, naming why. */
+static void test_family_plan(void **state) {
+  (void)state;
+  flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
+  fp32.cond = 10;
+  expect_chain(&fp32, NULL, "tiled8c4 0-224 tiled8 225-1056 tiled 1057-8448 mma 8449-");
+  fp32.guidance = true;  /* blocks of half the samples on the matrix units */
+  flowgen_kernel *k = plan_of(&fp32, NULL);
+  const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+  assert_string_equal(last->strategy, "mma");
+  assert_int_equal(last->rows_per_block, 32);
+  flowgen_kernel_free(k);
+  flowgen_spec bf16 = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, true);
+  bf16.layers = 4;
+  flowgen_options opts = {.tune = "only=cluster:rmma:wgmma"};
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_generate(&bf16, &opts, &k, &err), FLOWGEN_UNSUPPORTED);
+  assert_null(k);
+  assert_non_null(strstr(err.message, "no strategy left"));
+  assert_non_null(strstr(err.message, "cluster: L = 3 only"));
+  assert_non_null(strstr(err.message, "wgmma: L = 3 only"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_matches_golden),
@@ -471,6 +635,8 @@ int main(void) {
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_no_timing_hooks),
       cmocka_unit_test(test_device),
+      cmocka_unit_test(test_family_chains),
+      cmocka_unit_test(test_family_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
