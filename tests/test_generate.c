@@ -1219,6 +1219,180 @@ static void test_invalid_spec_is_refused(void **state) {
   assert_null(k);
 }
 
+/* ---- the model family -------------------------------------------------------- */
+
+/* The declaration of `symbol` (from its name to the body's brace). */
+static char *declaration(const char *src, const char *symbol) {
+  char start[256];
+  snprintf(start, sizeof start, "%s(", symbol);
+  /* past the mentions in comments */
+  for (const char *at = strstr(src, start); at; at = strstr(at + 1, start)) {
+    const char *line = at;
+    while (line > src && line[-1] != '\n') --line;
+    if (strncmp(line, "//", 2) != 0) return between(at, start, "\n{");
+  }
+  fail_msg("no declaration of %s", symbol);
+  return NULL;
+}
+
+/* A member other than the seed: the symbol says its fields; the pack
+ * kernel takes the layers' tensors by value (Tensors), the conditioning
+ * kernel forms layer 1's bias from c, every sampling kernel takes it and
+ * the guidance weight; W1's columns are split at packing (x's, the time
+ * features' stage table, the conditioning's), in the input order; the
+ * header names the model and the strategies that do not serve it. */
+static void test_family_member(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.cond = 10;
+  spec.layers = 4;
+  spec.act = FLOWGEN_ACT_GELU;
+  spec.time.features = 16;
+  spec.time.scale = 2.5;
+  snprintf(spec.input, sizeof spec.input, "tcx");
+  spec.guidance = true;
+  spec.solver = FLOWGEN_SOLVER_RK4;
+  flowgen_kernel *k = generate(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  const char *name = "flow_d64_h256_s32_fp32_rk4_c10_l4_gelu_sin16_tcx_cfg";
+  char symbol[128];
+  snprintf(symbol, sizeof symbol, "%s_pack", name);
+  assert_true(has_kernel(src, symbol));
+  char *decl = declaration(src, symbol);
+  assert_string_equal(decl, "const flowgen::flow_d64_h256_s32_fp32_rk4_c10_l4_gelu_sin16_tcx_cfg::Tensors tensors, "
+                            "float* __restrict__ params)");
+  free(decl);
+  snprintf(symbol, sizeof symbol, "%s_cond", name);
+  assert_true(has_kernel(src, symbol));
+  decl = declaration(src, symbol);
+  assert_string_equal(decl, "\n    const float* __restrict__ cond, const float* __restrict__ null_cond, long long batch,"
+                            "\n    const float* __restrict__ params, float* __restrict__ cond_bias)");
+  free(decl);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(k, i);
+    assert_true(starts_with(v->symbol, name));
+    assert_true(has_kernel(src, v->symbol));
+    decl = declaration(src, v->symbol);
+    assert_string_equal(decl, "const float* x0, float* x, long long batch,\n"
+                              "    const float* __restrict__ params, const float* __restrict__ cond_bias, "
+                              "float guidance)");
+    free(decl);
+  }
+  assert_contains(src, "struct Tensors {\n  const float* w[kLayers];\n  const float* b[kLayers];\n};");
+  assert_contains(src, "constexpr int kLayers = 4;");
+  assert_contains(src, "constexpr int kIn = 90;");
+  assert_contains(src, "constexpr int kCond = 10;");
+  assert_contains(src, "constexpr int kXColumn = 26, kTimeColumn = 0, kCondColumn = 16;");
+  assert_contains(src, "constexpr int kCondStride = 2 * kHidden;");
+  assert_contains(src, "constexpr double kTimeScale = 2.5;");
+  assert_contains(src, "__constant__ double kTimeStageC[kTimeStages] = {0.0, 0.5, 0.5, 1.0};");
+  /* the segments: layer 4's, W1's conditioning columns, the stage table
+   * (b1 + the time columns' share; no t column) */
+  assert_contains(src, "constexpr int k_w4t = ");
+  assert_contains(src, "constexpr int k_b4 = ");
+  assert_contains(src, "constexpr int k_w1c = ");
+  assert_contains(src, "constexpr int k_b1_stage = ");
+  assert_lacks(src, "k_w1_time");
+  assert_contains(src, "v = tensors.w[0][out * kIn + kCondColumn + c];");
+  assert_contains(src, "v = stage_bias(tensors, (i - k_b1_stage) / kHidden, (i - k_b1_stage) % kHidden);");
+  assert_contains(src, "__device__ __forceinline__ float act(float v)");
+  assert_contains(src, "erff(");
+  assert_contains(src, "//   flowgen --dim 64 --hidden 256 --steps 32 --solver rk4 --precision fp32 --arch sm_90 "
+                       "--cond 10 --layers 4 --act gelu --time sin:16:2.5 --input t,c,x --guidance\n");
+  assert_contains(src, "//   Linear(90, 256) - GELU - Linear(256, 256) - GELU - Linear(256, 256) - GELU - Linear(256, 64)\n");
+  assert_contains(src, "// applied to [tau(t), c, x] (concatenated in this order)");
+  assert_contains(src, "// Strategies that do not serve this model (left out of the plan):\n"
+                       "//   cluster: L = 3 only\n");
+  /* guidance: both rows through the hidden layers, the last layer once */
+  assert_contains(src, "*h = as_input(fmaf(guidance, *h - u, u));");
+  flowgen_kernel_free(k);
+
+  /* Without conditioning the sampling kernels keep the seed's signature;
+   * no conditioning kernel. */
+  flowgen_spec_default(&spec);
+  spec.layers = 2;
+  k = generate(&spec, NULL);
+  src = flowgen_kernel_source(k);
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    decl = declaration(src, flowgen_kernel_variant(k, i)->symbol);
+    assert_string_equal(decl, "const float* x0, float* x, long long batch,\n    const float* __restrict__ params)");
+    free(decl);
+  }
+  assert_contains(src, "flow_d64_h256_s32_fp32_l2_pack(const flowgen::flow_d64_h256_s32_fp32_l2::Tensors tensors,");
+  assert_lacks(src, "_cond(");
+  assert_lacks(src, "cond_bias");
+  flowgen_kernel_free(k);
+
+  /* The seed has none of it. */
+  flowgen_spec_default(&spec);
+  k = generate(&spec, NULL);
+  src = flowgen_kernel_source(k);
+  assert_lacks(src, "Tensors");
+  assert_lacks(src, "_cond(");
+  assert_lacks(src, "kLayers");
+  assert_lacks(src, "Strategies that do not serve");
+  flowgen_kernel_free(k);
+}
+
+/* The host launcher of a conditional member: pack_params over the layers'
+ * arrays, the workspace's bytes, and the launch with the conditioning, the
+ * null conditioning and the guidance weight (the conditioning kernel, then
+ * the sampler). */
+static void test_family_host_launcher(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  spec.cond = 10;
+  spec.guidance = true;
+  flowgen_options opts = {.host_launcher = true};
+  flowgen_kernel *k = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(k);
+  assert_contains(src, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_c10_cfg_pack_params(\n"
+                       "    const float* const* w, const float* const* b, void* params, cudaStream_t stream)\n");
+  assert_contains(src, "extern \"C\" size_t flow_d64_h256_s32_fp32_c10_cfg_workspace_bytes(long long batch)\n{\n"
+                       "  return batch > 0 ? static_cast<size_t>(batch) * 2048 : 0;\n}");
+  assert_contains(src, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_c10_cfg_launch(\n"
+                       "    const float* x0, float* x, long long batch, const void* params,\n"
+                       "    const float* cond, const float* null_cond, float guidance, void* workspace,\n"
+                       "    cudaStream_t stream)\n");
+  assert_contains(src, "flow_d64_h256_s32_fp32_c10_cfg_cond<<<");
+  const char *cond = strstr(src, "flow_d64_h256_s32_fp32_c10_cfg_cond<<<");
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    const char *at = strstr(src, flowgen_kernel_variant(k, i)->symbol);
+    while (at && at < cond) at = strstr(at + 1, flowgen_kernel_variant(k, i)->symbol);
+    assert_non_null(at);  /* each variant launched after the conditioning kernel */
+  }
+  assert_contains(src, "static_cast<const float*>(params), static_cast<const float*>(workspace), guidance)");
+  flowgen_kernel_free(k);
+}
+
+/* Refusals: a member whose hidden rows (guidance) exceed a block's shared
+ * memory on sm_75; only= strategies that do not serve the member. */
+static void test_family_refused(void **state) {
+  (void)state;
+  flowgen_spec spec = fg_test_spec(1024, 4096, 32, 75);
+  spec.cond = 4;
+  spec.guidance = true;
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_generate(&spec, NULL, &k, &err), FLOWGEN_UNSUPPORTED);
+  assert_null(k);
+  assert_contains(err.message, "D=1024, H=4096 needs 77872 bytes of shared memory per block, over the 65536");
+  spec.guidance = false;  /* one row a sample fits */
+  k = generate(&spec, NULL);
+  flowgen_kernel_free(k);
+
+  flowgen_spec_default(&spec);
+  spec.time.features = 8;
+  flowgen_options opts = {.tune = "only=cluster:rmma3"};
+  assert_int_equal(flowgen_generate(&spec, &opts, &k, &err), FLOWGEN_UNSUPPORTED);
+  assert_null(k);
+  assert_contains(err.message, "tune: no strategy left to serve this spec (left out for the model: ");
+  assert_contains(err.message, "cluster: raw time only");
+  assert_contains(err.message, "rmma3: raw time only");
+}
+
 /* ---- speed -------------------------------------------------------------------- */
 
 /* The process's CPU time, in seconds. */
@@ -1354,6 +1528,9 @@ int main(void) {
       cmocka_unit_test(test_describe_json),
       cmocka_unit_test(test_pick),
       cmocka_unit_test(test_invalid_spec_is_refused),
+      cmocka_unit_test(test_family_member),
+      cmocka_unit_test(test_family_host_launcher),
+      cmocka_unit_test(test_family_refused),
       cmocka_unit_test(test_generation_is_fast),
       cmocka_unit_test(test_output_ignores_locale),
   };
