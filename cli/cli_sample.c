@@ -83,6 +83,7 @@ static double now_ms(void) {
  * null conditioning (1 x C or NULL). */
 typedef struct conditioning {
   float *cond, *null_cond;
+  int64_t cond_rows;  /* of --cond: 1 (for every sample) or the batch */
 } conditioning;
 
 static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weights *w,
@@ -333,6 +334,7 @@ static flowgen_status conditioning_of(const fg_cli_sample_args *a, int C, condit
   if (a->cond_path) {
     st = read_cond(a->cond_path, "--cond", C, &c->cond, &rows, err);
     if (st) return st;
+    c->cond_rows = rows;
     if (rows == 1) return FLOWGEN_OK; /* broadcast once the batch is known */
     if (a->batch >= 0 && a->batch != rows)
       return fg_fail(err, FLOWGEN_INPUT, "%s: has %lld rows but --batch is %lld", a->cond_path,
@@ -349,7 +351,7 @@ static flowgen_status conditioning_of(const fg_cli_sample_args *a, int C, condit
 static flowgen_status spread_conditioning(const fg_cli_sample_args *a, int C, int64_t batch,
                                           conditioning *c, flowgen_error *err) {
   if (!C || batch == 0) return FLOWGEN_OK;
-  bool one_row = a->cond_path && c->cond;
+  bool one_row = a->cond_path && c->cond_rows == 1;
   if (a->cond_path && !one_row) return FLOWGEN_OK;
   float *rows = calloc((size_t)batch * (size_t)C, sizeof *rows);
   if (!rows) return fg_fail(err, FLOWGEN_NOMEM, "out of memory for the conditioning");
@@ -400,7 +402,7 @@ int fg_cli_sample(int argc, char **argv) {
   }
   flowrt_weights_model(w, &a.spec);
   a.spec.guidance = a.guidance_given;
-  conditioning c = {NULL, NULL};
+  conditioning c = {NULL, NULL, 0};
   float *x0 = NULL, *x = NULL;
   int64_t batch = 0;
   st = conditioning_of(&a, w->cond, &c, &batch, &err);
