@@ -448,7 +448,7 @@ static void test_help_and_version(void **state) {
     cli_result r = flowgen("%s", version_flags[i]);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "flowgen " FLOWGEN_VERSION "\n");
-    assert_string_equal(r.out, "flowgen 0.1.0\n");
+    assert_string_equal(r.out, "flowgen 0.2.0\n");
     assert_string_equal(r.err, "");
     cli_free(&r);
   }
