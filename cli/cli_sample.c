@@ -13,7 +13,8 @@ static const char sample_usage[] =
     "usage: flowgen sample [--weights FILE.safetensors] (-o OUT.npy | --png OUT.png) [options]\n"
     "\n"
     "  --weights FILE     PyTorch state_dict saved with safetensors (default:\n"
-    "                     the built-in digits model, D=64, H=256)\n"
+    "                     the built-in digits model, D=64, H=256; with --class or\n"
+    "                     --cond, the built-in digits_cond model)\n"
     "  --prefix P         tensor name prefix (default \"velocity.\")\n"
     "  --dim D, --hidden H, --layers L  the model's shape (default: read from\n"
     "                     the weights; given, checked against them)\n"
@@ -267,12 +268,20 @@ static flowgen_status write_outputs(const fg_cli_sample_args *a, fg_png_grid *g,
   return st;
 }
 
+/* Without --weights: the digits model, or for a conditioning (--class,
+ * --cond) the digits model trained with the class as a one-hot c. */
+static const char *builtin_model(const fg_cli_sample_args *a) {
+  return a->cond_path || a->class_index != FG_CLI_CLASS_NONE ? "digits_cond" : "digits";
+}
+
 /* A flag that says what the weights are not (the built-in model has a
  * fixed one; a file's act, time and input come from its metadata, and
  * flowrt_weights_load checks only flags other than the defaults). */
 static flowgen_status check_model_flags(const fg_cli_sample_args *a, const flowrt_weights *w,
                                         flowgen_error *err) {
-  const char *source = a->weights ? a->weights : "the built-in digits model";
+  char builtin[64];
+  snprintf(builtin, sizeof builtin, "the built-in %s model", builtin_model(a));
+  const char *source = a->weights ? a->weights : builtin;
   const flowgen_spec *f = &a->spec;
   char have[64], want[64];
   if (!a->weights && a->dim_given && f->dim != w->dim)
@@ -386,17 +395,18 @@ int fg_cli_sample(int argc, char **argv) {
   expect.time = a.spec.time;
   memcpy(expect.input, a.spec.input, sizeof expect.input);
   flowgen_status st = a.weights ? flowrt_weights_load(a.weights, a.prefix, &expect, &w, &err)
-                                : flowrt_weights_builtin("digits", &w, &err);
+                                : flowrt_weights_builtin(builtin_model(&a), &w, &err);
   if (st) return fg_cli_fail(&err);
   if ((st = check_model_flags(&a, w, &err))) {
     flowrt_weights_free(w);
     return fg_cli_usage_error("%s", err.message);
   }
   if (a.verbose) {
-    char time[64];
+    char time[64], source[80];
+    snprintf(source, sizeof source, "(built-in %s model)", builtin_model(&a));
     flowgen_time_name(&w->time, time, sizeof time);
     fprintf(stderr, "flowgen: weights %s: D=%d H=%d C=%d L=%d act %s time %s input %c,%c,%c "
-            "(%.1f ms)\n", a.weights ? a.weights : "(built-in digits model)", w->dim,
+            "(%.1f ms)\n", a.weights ? a.weights : source, w->dim,
             w->hidden, w->cond, w->layers, flowgen_activation_name(w->act), time,
             w->input[0], w->input[1], w->input[2], now_ms() - t0);
   }

@@ -846,6 +846,27 @@ static void test_sample_conditional_refusals(void **state) {
   }
 }
 
+/* Without --weights, a conditioning flag asks for the built-in conditional
+ * model: sampled where the build has one, else refused naming it. */
+static void test_sample_builtin_conditional(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2];
+  flowrt_weights *w = NULL;
+  bool have = flowrt_weights_builtin("digits_cond", &w, NULL) == FLOWGEN_OK;
+  print_into(args, sizeof args, "--class 3 --batch 2 --steps 1 --device cpu -o '%s'", f->out);
+  if (have) {
+    expect_sample_ok(args);
+    int64_t rows = 0, cols = 0;
+    float *x = read_npy(f->out, &rows, &cols);
+    assert_int_equal(rows, 2);
+    assert_int_equal(cols, w->dim);
+    free(x);
+  } else {
+    expect_sample_fails(f, EXIT_USAGE, "no built-in model 'digits_cond'", "there is: digits", args);
+  }
+  flowrt_weights_free(w);
+}
+
 /* Kernel options that cannot go together: --describe prints JSON, not PTX
  * or a cubin; the host launcher is for nvcc builds of the .cu. */
 static void test_generate_refused_combinations(void **state) {
@@ -1221,6 +1242,7 @@ int main(void) {
       CLI_TEST(test_sample_conditional_cpu),
       CLI_TEST(test_sample_class_and_flags),
       CLI_TEST(test_sample_conditional_refusals),
+      CLI_TEST(test_sample_builtin_conditional),
       CLI_TEST(test_generate_refused_combinations),
       CLI_TEST(test_sample_flag_without_value),
       CLI_TEST(test_sample_gpu_without_gpu),
