@@ -200,6 +200,9 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
       return fg_cli_usage_error("unexpected argument '%s'", arg);
     }
   }
+  /* Fields that only go together (guidance needs a conditioning), set in
+   * any order: checked once all are read. */
+  if (flowgen_spec_validate(&a->spec, &err) != FLOWGEN_OK) return fg_cli_fail(&err);
   return check_generate_combinations(a);
 }
 
@@ -307,23 +310,23 @@ int fg_cli_parse_sample(int argc, char **argv, fg_cli_sample_args *a) {
     /* Sampling's own --cond (a file) and --guidance (a weight) come before
      * the kernel's flags of the same names. */
     if (VALUE("--cond")) {
-      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", arg);
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", "--cond");
       a->cond_path = value;
       continue;
     }
     if (VALUE("--null-cond")) {
-      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", arg);
+      if (taken < 0 || !*value) return fg_cli_usage_error("%s needs a file", "--null-cond");
       a->null_cond_path = value;
       continue;
     }
     if (VALUE("--guidance")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a weight", arg);
+      if (taken < 0) return fg_cli_usage_error("%s needs a weight", "--guidance");
       if (parse_guidance(value, &a->guidance)) return 2;
       a->guidance_given = true;
       continue;
     }
     if (VALUE("--class")) {
-      if (taken < 0) return fg_cli_usage_error("%s needs a value", arg);
+      if (taken < 0) return fg_cli_usage_error("%s needs a value", "--class");
       if (parse_class(value, &a->class_index)) return 2;
       continue;
     }

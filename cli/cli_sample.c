@@ -13,7 +13,8 @@ static const char sample_usage[] =
     "usage: flowgen sample [--weights FILE.safetensors] (-o OUT.npy | --png OUT.png) [options]\n"
     "\n"
     "  --weights FILE     PyTorch state_dict saved with safetensors (default:\n"
-    "                     the built-in digits model, D=64, H=256)\n"
+    "                     the built-in digits model, D=64, H=256; with --class or\n"
+    "                     --cond, the built-in digits_cond model)\n"
     "  --prefix P         tensor name prefix (default \"velocity.\")\n"
     "  --dim D, --hidden H, --layers L  the model's shape (default: read from\n"
     "                     the weights; given, checked against them)\n"
@@ -83,6 +84,7 @@ static double now_ms(void) {
  * null conditioning (1 x C or NULL). */
 typedef struct conditioning {
   float *cond, *null_cond;
+  int64_t cond_rows;  /* of --cond: 1 (for every sample) or the batch */
 } conditioning;
 
 static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weights *w,
@@ -266,12 +268,20 @@ static flowgen_status write_outputs(const fg_cli_sample_args *a, fg_png_grid *g,
   return st;
 }
 
+/* Without --weights: the digits model, or for a conditioning (--class,
+ * --cond) the digits model trained with the class as a one-hot c. */
+static const char *builtin_model(const fg_cli_sample_args *a) {
+  return a->cond_path || a->class_index != FG_CLI_CLASS_NONE ? "digits_cond" : "digits";
+}
+
 /* A flag that says what the weights are not (the built-in model has a
  * fixed one; a file's act, time and input come from its metadata, and
  * flowrt_weights_load checks only flags other than the defaults). */
 static flowgen_status check_model_flags(const fg_cli_sample_args *a, const flowrt_weights *w,
                                         flowgen_error *err) {
-  const char *source = a->weights ? a->weights : "the built-in digits model";
+  char builtin[64];
+  snprintf(builtin, sizeof builtin, "the built-in %s model", builtin_model(a));
+  const char *source = a->weights ? a->weights : builtin;
   const flowgen_spec *f = &a->spec;
   char have[64], want[64];
   if (!a->weights && a->dim_given && f->dim != w->dim)
@@ -333,6 +343,7 @@ static flowgen_status conditioning_of(const fg_cli_sample_args *a, int C, condit
   if (a->cond_path) {
     st = read_cond(a->cond_path, "--cond", C, &c->cond, &rows, err);
     if (st) return st;
+    c->cond_rows = rows;
     if (rows == 1) return FLOWGEN_OK; /* broadcast once the batch is known */
     if (a->batch >= 0 && a->batch != rows)
       return fg_fail(err, FLOWGEN_INPUT, "%s: has %lld rows but --batch is %lld", a->cond_path,
@@ -349,7 +360,7 @@ static flowgen_status conditioning_of(const fg_cli_sample_args *a, int C, condit
 static flowgen_status spread_conditioning(const fg_cli_sample_args *a, int C, int64_t batch,
                                           conditioning *c, flowgen_error *err) {
   if (!C || batch == 0) return FLOWGEN_OK;
-  bool one_row = a->cond_path && c->cond;
+  bool one_row = a->cond_path && c->cond_rows == 1;
   if (a->cond_path && !one_row) return FLOWGEN_OK;
   float *rows = calloc((size_t)batch * (size_t)C, sizeof *rows);
   if (!rows) return fg_fail(err, FLOWGEN_NOMEM, "out of memory for the conditioning");
@@ -384,23 +395,24 @@ int fg_cli_sample(int argc, char **argv) {
   expect.time = a.spec.time;
   memcpy(expect.input, a.spec.input, sizeof expect.input);
   flowgen_status st = a.weights ? flowrt_weights_load(a.weights, a.prefix, &expect, &w, &err)
-                                : flowrt_weights_builtin("digits", &w, &err);
+                                : flowrt_weights_builtin(builtin_model(&a), &w, &err);
   if (st) return fg_cli_fail(&err);
   if ((st = check_model_flags(&a, w, &err))) {
     flowrt_weights_free(w);
     return fg_cli_usage_error("%s", err.message);
   }
   if (a.verbose) {
-    char time[64];
+    char time[64], source[80];
+    snprintf(source, sizeof source, "(built-in %s model)", builtin_model(&a));
     flowgen_time_name(&w->time, time, sizeof time);
     fprintf(stderr, "flowgen: weights %s: D=%d H=%d C=%d L=%d act %s time %s input %c,%c,%c "
-            "(%.1f ms)\n", a.weights ? a.weights : "(built-in digits model)", w->dim,
+            "(%.1f ms)\n", a.weights ? a.weights : source, w->dim,
             w->hidden, w->cond, w->layers, flowgen_activation_name(w->act), time,
             w->input[0], w->input[1], w->input[2], now_ms() - t0);
   }
   flowrt_weights_model(w, &a.spec);
   a.spec.guidance = a.guidance_given;
-  conditioning c = {NULL, NULL};
+  conditioning c = {NULL, NULL, 0};
   float *x0 = NULL, *x = NULL;
   int64_t batch = 0;
   st = conditioning_of(&a, w->cond, &c, &batch, &err);

@@ -235,16 +235,16 @@ int main(int argc, char **argv) {
   if (flowrt_weights_load(a.weights, NULL, NULL, &weights, &err))
     return fail(&err);
   flowrt_weights_model(weights, &spec);
-  printf("weights: %s (D=%d, H=%d, C=%d, L=%d), %d Euler steps, batch %lld, seed %llu\n",
-         a.weights, spec.dim, spec.hidden, spec.cond, weights->layers, spec.steps,
-         (long long)a.batch, (unsigned long long)a.seed);
-
   /* The conditioning: one row of C values, repeated for every sample. */
   if (!spec.cond != !a.cond || (a.guidance && !a.cond)) {
+    char what[128];
+    if (spec.cond)
+      snprintf(what, sizeof what, "the model is conditional (C = %d): give --cond V1,...,V%d for",
+               spec.cond, spec.cond);
+    else
+      snprintf(what, sizeof what, "--cond and --guidance need a conditional model, not");
     flowrt_weights_free(weights);
-    return usage_error(spec.cond ? "the model is conditional: give --cond with its values, C ="
-                                 : "--cond or --guidance for an unconditional model:",
-                       a.weights);
+    return usage_error(what, a.weights);
   }
   if (a.guidance) {
     float w = 0;
@@ -268,6 +268,14 @@ int main(int argc, char **argv) {
       return usage_error("--cond: expected the model's C comma-separated values, got", a.cond);
     }
   }
+
+  char family[64] = ""; /* what differs from the seed model's shape */
+  if (spec.cond) snprintf(family, sizeof family, ", C=%d", spec.cond);
+  if (weights->layers != 3)
+    snprintf(family + strlen(family), sizeof family - strlen(family), ", L=%d", weights->layers);
+  printf("weights: %s (D=%d, H=%d%s), %d Euler steps, batch %lld, seed %llu\n", a.weights,
+         spec.dim, spec.hidden, family, spec.steps, (long long)a.batch,
+         (unsigned long long)a.seed);
 
   /* Compiling at start-up costs NVRTC time once; later runs find the module
    * in the disk cache ($FLOWGEN_CACHE_DIR, else ~/.cache/flowgen). */

@@ -22,9 +22,9 @@ extern "C" {
 #endif
 
 #define FLOWGEN_VERSION_MAJOR 0
-#define FLOWGEN_VERSION_MINOR 1
+#define FLOWGEN_VERSION_MINOR 2
 #define FLOWGEN_VERSION_PATCH 0
-#define FLOWGEN_VERSION "0.1.0"
+#define FLOWGEN_VERSION "0.2.0"
 
 /* ---- status codes ------------------------------------------------------- */
 

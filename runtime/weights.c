@@ -624,14 +624,24 @@ flowgen_status flowrt_weights_load(const char *path, const char *prefix,
   return load_from(file, path, prefix, expect, out, err);
 }
 
+/* The built-in models are the files NAME_d<D>_h<H>.safetensors embedded at
+ * build time; a conditional one is read as any file is (its metadata). */
 flowgen_status flowrt_weights_builtin(const char *name, flowrt_weights **out,
                                       flowgen_error *err) {
   *out = NULL;
-  char file[64];
-  snprintf(file, sizeof file, "%s_d64_h256.safetensors", name ? name : "");
-  for (const fg_embedded_file *f = fg_builtin_models; f->name; ++f)
-    if (strcmp(f->name, file) == 0)
+  char names[256] = "";
+  size_t len = name ? strlen(name) : 0;
+  for (const fg_embedded_file *f = fg_builtin_models; f->name; ++f) {
+    /* The name ends at the last "_d<digit>". */
+    const char *shape = NULL;
+    for (const char *p = f->name; (p = strstr(p, "_d")); ++p)
+      if (p[2] >= '0' && p[2] <= '9') shape = p;
+    if (!shape) continue;
+    if (len && (size_t)(shape - f->name) == len && strncmp(f->name, name, len) == 0)
       return flowrt_weights_parse(f->data, f->size, f->name, NULL, NULL, out, err);
-  return fg_fail(err, FLOWGEN_INVALID, "no built-in model '%s' (there is: digits)",
-                 name ? name : "");
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%.*s",
+             names[0] ? ", " : "", (int)(shape - f->name), f->name);
+  }
+  return fg_fail(err, FLOWGEN_INVALID, "no built-in model '%s' (there is: %s)",
+                 name ? name : "", names);
 }

@@ -239,6 +239,75 @@ static void test_describe(void **state) {
   cli_free(&r);
 }
 
+/* The model family's flags: the spec they make, as --describe says it, and
+ * their refusals (exit 2, one line). */
+static void test_family_flags(void **state) {
+  (void)state;
+  cli_result r = flowgen("--describe --dim 4 --hidden 8 --steps 2 --cond 10 --layers 5 "
+                         "--act gelu_tanh --time sin:16:2.5 --input=t,c,x --guidance");
+  if (r.code) fail_msg("exit %d: %s", r.code, r.err);
+  json_error_t jerr;
+  json_t *root = json_loads(r.out, 0, &jerr);
+  if (!root) fail_msg("--describe is not JSON: %s: %s", jerr.text, r.out);
+  assert_string_equal(json_string_value(json_object_get(root, "name")),
+                      "flow_d4_h8_s2_fp32_c10_l5_gelu_tanh_sin16_tcx_cfg");
+  assert_int_equal(json_integer_value(json_object_get(root, "cond")), 10);
+  assert_int_equal(json_integer_value(json_object_get(root, "layers")), 5);
+  assert_string_equal(json_string_value(json_object_get(root, "act")), "gelu_tanh");
+  assert_string_equal(json_string_value(json_object_get(root, "time")), "sin:16:2.5");
+  assert_string_equal(json_string_value(json_object_get(root, "input")), "t,c,x");
+  assert_true(json_is_true(json_object_get(root, "guidance")));
+  assert_int_equal(json_integer_value(json_object_get(root, "time_width")), 16);
+  assert_int_equal(json_integer_value(json_object_get(root, "in_width")), 30);
+  json_decref(root);
+  cli_free(&r);
+
+  /* The seed's fields spelled out change nothing. */
+  cli_result plain = flowgen("--dim 3 --steps 5");
+  cli_result spelled = flowgen("--dim 3 --steps 5 --cond 0 --layers 3 --act silu --time raw "
+                               "--input x,t,c");
+  assert_int_equal(plain.code, 0);
+  assert_int_equal(spelled.code, 0);
+  assert_string_equal(plain.out, spelled.out);
+  cli_free(&plain);
+  cli_free(&spelled);
+
+  static const struct {
+    const char *args, *part1, *part2;
+  } bad[] = {
+      {"--guidance", "guidance: needs a conditioning (cond is 0)", NULL},
+      {"--cond 4097", "--cond: 4097 is out of range (accepted: 0 to 4096)", NULL},
+      {"--layers 1", "--layers: 1 is out of range (accepted: 2 to 8)", NULL},
+      {"--act swish", "--act: unknown value 'swish'", "silu, gelu, gelu_tanh, relu, tanh"},
+      {"--time sin", "--time: unknown value 'sin'", NULL},
+      {"--time sin:7", "--time: 'sin:7': K = 7 is odd", NULL},
+      {"--time sin:8:-1", "SCALE '-1' is not a positive finite decimal", NULL},
+      {"--input x,t,x", "--input: 'x,t,x' is not an order of x, t and c", NULL},
+      {"--cond", "--cond needs a value", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    r = flowgen("%s", bad[i].args);
+    assert_one_error_line(&r, 2, bad[i].part1, bad[i].args);
+    if (bad[i].part2 && !strstr(r.err, bad[i].part2))
+      fail_msg("%s: expected '%s' in %s", bad[i].args, bad[i].part2, r.err);
+    assert_string_equal(r.out, "");
+    cli_free(&r);
+  }
+  /* The help names them. */
+  r = flowgen("--help");
+  static const char *const flags[] = {"--cond C", "--layers L", "--act NAME",
+                                      "--time raw|sin:K[:SCALE]", "--input x,t,c", "--guidance"};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; ++i)
+    if (!strstr(r.out, flags[i])) fail_msg("--help lacks %s", flags[i]);
+  cli_free(&r);
+  r = flowgen("sample --help");
+  static const char *const sample_flags[] = {"--cond FILE.npy", "--class N|all", "--guidance W",
+                                             "--null-cond FILE.npy", "--act A", "--layers L"};
+  for (size_t i = 0; i < sizeof sample_flags / sizeof *sample_flags; ++i)
+    if (!strstr(r.out, sample_flags[i])) fail_msg("sample --help lacks %s", sample_flags[i]);
+  cli_free(&r);
+}
+
 /* --describe gives each variant's launch description: a persistent grid
  * is a cooperative launch whose fallback (an index into "variants") is a
  * variant that is not one; clusters of 9 to 16 blocks are non-portable. */
@@ -379,7 +448,7 @@ static void test_help_and_version(void **state) {
     cli_result r = flowgen("%s", version_flags[i]);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "flowgen " FLOWGEN_VERSION "\n");
-    assert_string_equal(r.out, "flowgen 0.1.0\n");
+    assert_string_equal(r.out, "flowgen 0.2.0\n");
     assert_string_equal(r.err, "");
     cli_free(&r);
   }
@@ -549,6 +618,7 @@ int main(void) {
       T(test_equals_form),
       T(test_describe),
       T(test_describe_launches),
+      T(test_family_flags),
       T(test_device_flags),
       T(test_emit_ptx_and_cubin),
       T(test_help_and_version),

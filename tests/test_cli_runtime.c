@@ -518,6 +518,355 @@ static void test_sample_builtin_shape_flags(void **state) {
   free(x);
 }
 
+/* ---- sample: the model family ------------------------------------------------- */
+
+/* A model of the family as PyTorch would save it: F32 tensors of
+ * velocity.0, velocity.2, ... and __metadata__ (metadata: the JSON object
+ * of it, or NULL), random values.  The first layer is D + T + C wide. */
+static void write_family(const char *path, int dim, int hidden, int in_width, int layers,
+                         const char *metadata, uint64_t seed) {
+  char header[4096];
+  size_t len = 0, offset = 0;
+  float *data[2 * FLOWGEN_LAYERS_MAX];
+  size_t count[2 * FLOWGEN_LAYERS_MAX];
+  len += (size_t)snprintf(header + len, sizeof header - len, "{");
+  if (metadata) len += (size_t)snprintf(header + len, sizeof header - len, "\"__metadata__\":%s,", metadata);
+  for (int i = 0; i < layers; ++i) {
+    int rows = i == layers - 1 ? dim : hidden, cols = i == 0 ? in_width : hidden;
+    for (int k = 0; k < 2; ++k) {
+      int n = 2 * i + k;
+      count[n] = (size_t)(k ? rows : rows * cols);
+      data[n] = malloc(count[n] * sizeof(float));
+      fg_test_fill_uniform(data[n], count[n], seed + (uint64_t)n, 1.2f / sqrtf((float)cols));
+      char shape[64];
+      if (k) snprintf(shape, sizeof shape, "[%d]", rows);
+      else snprintf(shape, sizeof shape, "[%d,%d]", rows, cols);
+      len += (size_t)snprintf(header + len, sizeof header - len,
+                              "%s\"velocity.%d.%s\":{\"dtype\":\"F32\",\"shape\":%s,"
+                              "\"data_offsets\":[%zu,%zu]}",
+                              n ? "," : "", 2 * i, k ? "bias" : "weight", shape, offset,
+                              offset + count[n] * sizeof(float));
+      offset += count[n] * sizeof(float);
+    }
+  }
+  len += (size_t)snprintf(header + len, sizeof header - len, "}");
+  assert_true(len < sizeof header);
+  unsigned char *file = malloc(8 + len + offset);
+  for (int b = 0; b < 8; ++b) file[b] = (unsigned char)((uint64_t)len >> (8 * b));
+  memcpy(file + 8, header, len);
+  size_t at = 8 + len;
+  for (int n = 0; n < 2 * layers; ++n) {
+    memcpy(file + at, data[n], count[n] * sizeof(float)); /* x86: little-endian */
+    at += count[n] * sizeof(float);
+    free(data[n]);
+  }
+  fg_test_write_file(path, file, at);
+  free(file);
+}
+
+/* The fp64 reference of `path`'s model (what it says of itself) with
+ * `steps`, rounded to fp32. */
+static float *family_reference(const char *path, const float *x0, const float *cond,
+                               const float *null_cond, float guidance, int64_t rows, int steps) {
+  flowrt_weights *w = NULL;
+  flowgen_error err;
+  if (flowrt_weights_load(path, NULL, NULL, &w, &err)) fail_msg("%s", err.message);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowrt_weights_model(w, &spec);
+  spec.steps = steps;
+  spec.guidance = guidance != 1.0f || null_cond;
+  float *x = malloc((size_t)rows * (size_t)w->dim * sizeof(float) + 1);
+  if (flowrt_reference_cond(&spec, w, x0, x, cond, null_cond, guidance, rows, &err))
+    fail_msg("%s", err.message);
+  flowrt_weights_free(w);
+  return x;
+}
+
+static void expect_npy(const char *path, const float *want, int64_t rows, int64_t cols) {
+  int64_t r = 0, c = 0;
+  float *x = read_npy(path, &r, &c);
+  assert_int_equal(r, rows);
+  assert_int_equal(c, cols);
+  assert_memory_equal(x, want, (size_t)(rows * cols) * sizeof(float));
+  free(x);
+}
+
+#define FAMILY_METADATA                                                       \
+  "{\"flowgen.act\":\"gelu\",\"flowgen.time\":\"sin:4:50\",\"flowgen.input\":\"c,x,t\"}"
+
+/* `--device cpu` samples a conditional model as the fp64 reference does:
+ * B x C conditioning, one row for all, guidance with and without a null
+ * conditioning. */
+static void test_sample_conditional_cpu(void **state) {
+  cli_fixture *f = *state;
+  enum { D = 3, H = 6, C = 3, T = 4, B = 5 };
+  char weights[PATH_SIZE], x0_path[PATH_SIZE], cond_path[PATH_SIZE], row_path[PATH_SIZE],
+      null_path[PATH_SIZE], args[CMD_SIZE / 2];
+  fg_test_path_join(weights, f->dir, "cond.safetensors");
+  write_family(weights, D, H, D + T + C, 4, FAMILY_METADATA, 11);
+  float x0[B * D], cond[B * C], row[C], rows[B * C], null_cond[C];
+  fg_test_fill_uniform(x0, B * D, 1, 1.5f);
+  fg_test_fill_uniform(cond, B * C, 2, 1.0f);
+  fg_test_fill_uniform(row, C, 3, 1.0f);
+  fg_test_fill_uniform(null_cond, C, 4, 1.0f);
+  for (int r = 0; r < B; ++r) memcpy(rows + r * C, row, sizeof row);
+  fg_test_path_join(x0_path, f->dir, "x0.npy");
+  fg_test_path_join(cond_path, f->dir, "c.npy");
+  fg_test_path_join(row_path, f->dir, "row.npy");
+  fg_test_path_join(null_path, f->dir, "null.npy");
+  write_npy(x0_path, x0, B, D);
+  write_npy(cond_path, cond, B, C);
+  write_npy(row_path, row, 1, C);
+  write_npy(null_path, null_cond, 1, C);
+
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --cond '%s' --steps 4 --device cpu -o '%s'",
+             weights, x0_path, cond_path, f->out);
+  expect_sample_ok(args);
+  float *want = family_reference(weights, x0, cond, NULL, 1.0f, B, 4);
+  expect_npy(f->out, want, B, D);
+  free(want);
+
+  /* One row for every sample. */
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --cond '%s' --steps 4 --device cpu -o '%s'",
+             weights, x0_path, row_path, f->out);
+  expect_sample_ok(args);
+  want = family_reference(weights, x0, rows, NULL, 1.0f, B, 4);
+  expect_npy(f->out, want, B, D);
+  free(want);
+
+  /* Guidance: zeros as the null conditioning, then a given one. */
+  print_into(args, sizeof args,
+             "--weights '%s' --x0 '%s' --cond '%s' --guidance 2.5 --steps 3 --solver heun "
+             "--device cpu -o '%s'", weights, x0_path, cond_path, f->out);
+  char *out = NULL, *err = NULL;
+  int rc = flowgen(&out, &err, "sample %s", args);
+  if (rc) fail_msg("exit %d: %s", rc, err);
+  free(out);
+  free(err);
+  flowrt_weights *w = NULL;
+  assert_int_equal(flowrt_weights_load(weights, NULL, NULL, &w, NULL), FLOWGEN_OK);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowrt_weights_model(w, &spec);
+  spec.steps = 3;
+  spec.solver = FLOWGEN_SOLVER_HEUN;
+  spec.guidance = true;
+  float got[B * D];
+  assert_int_equal(flowrt_reference_cond(&spec, w, x0, got, cond, NULL, 2.5f, B, NULL), FLOWGEN_OK);
+  expect_npy(f->out, got, B, D);
+  print_into(args, sizeof args,
+             "--weights '%s' --x0 '%s' --cond '%s' --guidance=-0.5 --null-cond '%s' --steps 3 "
+             "--solver heun --device cpu -o '%s'", weights, x0_path, cond_path, null_path, f->out);
+  expect_sample_ok(args);
+  assert_int_equal(flowrt_reference_cond(&spec, w, x0, got, cond, null_cond, -0.5f, B, NULL),
+                   FLOWGEN_OK);
+  expect_npy(f->out, got, B, D);
+  flowrt_weights_free(w);
+
+  /* The flags that agree with the file are fine; --verbose names the model. */
+  rc = flowgen(&out, &err, "sample -v --weights '%s' --x0 '%s' --cond '%s' --act gelu "
+               "--time sin:4:50 --input c,x,t --layers 4 --device cpu -o '%s'",
+               weights, x0_path, cond_path, f->out);
+  if (rc) fail_msg("exit %d: %s", rc, err);
+  assert_non_null(strstr(err, "D=3 H=6 C=3 L=4 act gelu time sin:4:50 input c,x,t"));
+  free(out);
+  free(err);
+}
+
+/* A file without metadata: the flags say what it cannot (and change the
+ * samples); --class N is the one-hot conditioning; --class all a row of
+ * the picture per class. */
+static void test_sample_class_and_flags(void **state) {
+  cli_fixture *f = *state;
+  enum { D = 4, H = 5, C = 4, B = 3 };
+  char weights[PATH_SIZE], x0_path[PATH_SIZE], cond_path[PATH_SIZE], png_a[PATH_SIZE],
+      png_b[PATH_SIZE], out_b[PATH_SIZE], args[CMD_SIZE / 2];
+  fg_test_path_join(weights, f->dir, "plain.safetensors");
+  write_family(weights, D, H, D + 1 + C, 3, NULL, 21);
+  float x0[B * D], onehot[8 * C] = {0};
+  fg_test_fill_uniform(x0, B * D, 5, 1.0f);
+  fg_test_path_join(x0_path, f->dir, "x0.npy");
+  write_npy(x0_path, x0, B, D);
+  for (int r = 0; r < B; ++r) onehot[r * C + 2] = 1.0f;
+  fg_test_path_join(cond_path, f->dir, "onehot.npy");
+  write_npy(cond_path, onehot, B, C);
+
+  /* --class 2 is one-hot(2). */
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --class 2 --steps 2 --device cpu -o '%s'",
+             weights, x0_path, f->out);
+  expect_sample_ok(args);
+  float *want = family_reference(weights, x0, onehot, NULL, 1.0f, B, 2);
+  expect_npy(f->out, want, B, D);
+  free(want);
+
+  /* --act tanh --input t,c,x: the file has no metadata, the flags decide. */
+  print_into(args, sizeof args, "--weights '%s' --x0 '%s' --cond '%s' --act tanh --input t,c,x "
+             "--steps 2 --device cpu -o '%s'", weights, x0_path, cond_path, f->out);
+  expect_sample_ok(args);
+  flowgen_spec expect;
+  memset(&expect, 0, sizeof expect);
+  expect.act = FLOWGEN_ACT_TANH;
+  strcpy(expect.input, "tcx");
+  flowrt_weights *w = NULL;
+  assert_int_equal(flowrt_weights_load(weights, NULL, &expect, &w, NULL), FLOWGEN_OK);
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowrt_weights_model(w, &spec);
+  spec.steps = 2;
+  float got[B * D];
+  assert_int_equal(flowrt_reference_cond(&spec, w, x0, got, onehot, NULL, 1.0f, B, NULL), FLOWGEN_OK);
+  expect_npy(f->out, got, B, D);
+  flowrt_weights_free(w);
+
+  /* --class all --batch 2: classes 0, 0, 1, 1, ... from the seed's points,
+   * as the same rows given with --cond; the picture a row per class. */
+  float rows[8 * C] = {0};
+  for (int r = 0; r < 8; ++r) rows[r * C + r / 2] = 1.0f;
+  fg_test_path_join(cond_path, f->dir, "classes.npy");
+  write_npy(cond_path, rows, 8, C);
+  fg_test_path_join(png_a, f->dir, "a.png");
+  fg_test_path_join(png_b, f->dir, "b.png");
+  fg_test_path_join(out_b, f->dir, "b.npy");
+  print_into(args, sizeof args, "--weights '%s' --class all --batch 2 --seed 9 --steps 2 "
+             "--device cpu -o '%s' --png '%s' --png-scale 1", weights, f->out, png_a);
+  expect_sample_ok(args);
+  print_into(args, sizeof args, "--weights '%s' --cond '%s' --seed 9 --steps 2 --device cpu "
+             "-o '%s' --png '%s' --png-scale 1 --png-columns 2", weights, cond_path, out_b, png_b);
+  expect_sample_ok(args);
+  size_t sa = 0, sb = 0;
+  char *a = fg_test_read_file(f->out, &sa), *b = fg_test_read_file(out_b, &sb);
+  assert_int_equal(sa, sb);
+  assert_memory_equal(a, b, sa);
+  free(a);
+  free(b);
+  a = fg_test_read_file(png_a, &sa);
+  b = fg_test_read_file(png_b, &sb);
+  assert_int_equal(sa, sb);
+  assert_memory_equal(a, b, sa);
+  free(a);
+  free(b);
+  int64_t r = 0, c = 0;
+  float *x = read_npy(f->out, &r, &c);
+  assert_int_equal(r, 8);
+  free(x);
+}
+
+/* The conditioning's refusals: exit 2 for flags, 6 for arrays and
+ * weights, one line naming the problem, nothing written. */
+static void test_sample_conditional_refusals(void **state) {
+  cli_fixture *f = *state;
+  enum { D = 3, H = 4, C = 2 };
+  char weights[PATH_SIZE], plain[PATH_SIZE], meta[PATH_SIZE], x0_path[PATH_SIZE],
+      cond_path[PATH_SIZE], wide[PATH_SIZE], three[PATH_SIZE], nan_path[PATH_SIZE],
+      two_rows[PATH_SIZE], args[CMD_SIZE / 2];
+  fg_test_path_join(weights, f->dir, "cond.safetensors");
+  write_family(weights, D, H, D + 1 + C, 3, NULL, 31);
+  fg_test_path_join(meta, f->dir, "meta.safetensors");
+  write_family(meta, D, H, D + 4 + C, 4,
+               "{\"flowgen.act\":\"gelu\",\"flowgen.time\":\"sin:4\"}", 32);
+  float x0[4 * D] = {0}, cond[4 * 3] = {0};
+  fg_test_path_join(x0_path, f->dir, "x0.npy");
+  write_npy(x0_path, x0, 4, D);
+  fg_test_path_join(cond_path, f->dir, "c.npy");
+  write_npy(cond_path, cond, 4, C);
+  fg_test_path_join(wide, f->dir, "wide.npy");
+  write_npy(wide, cond, 4, 3);
+  fg_test_path_join(three, f->dir, "three.npy");
+  write_npy(three, cond, 3, C);
+  fg_test_path_join(two_rows, f->dir, "two.npy");
+  write_npy(two_rows, cond, 2, C);
+  cond[3] = NAN;
+  fg_test_path_join(nan_path, f->dir, "nan.npy");
+  write_npy(nan_path, cond, 4, C);
+  snprintf(plain, sizeof plain, "%s", weights_path); /* C = 0 */
+  static const struct {
+    int code;
+    const char *flags, *part1, *part2;
+  } cases[] = {
+      {EXIT_USAGE, "--weights W", "the model is conditional (C = 2)", "--cond FILE.npy or --class N"},
+      {EXIT_INPUT, "--weights W --cond WIDE", "wide.npy: has 3 columns", "C = 2 (--cond)"},
+      {EXIT_INPUT, "--weights W --cond THREE --x0 X0", "x0.npy: has 4 rows",
+       "the conditioning (--cond) has 3"},
+      {EXIT_INPUT, "--weights W --cond THREE --batch 4", "three.npy: has 3 rows but --batch is 4", NULL},
+      {EXIT_INPUT, "--weights W --cond NAN", "nan.npy: row 1, column 1 is nan", "must be finite"},
+      {EXIT_USAGE, "--weights W --guidance 2", "--guidance needs a conditioning", "--cond or --class"},
+      {EXIT_USAGE, "--weights W --cond C --guidance nan", "--guidance: 'nan' is not a finite number", NULL},
+      {EXIT_USAGE, "--weights W --cond C --guidance 2x", "--guidance: '2x'", NULL},
+      {EXIT_USAGE, "--weights W --cond C --guidance 1e99", "--guidance: '1e99'", NULL},
+      {EXIT_USAGE, "--weights W --cond C --null-cond C", "--null-cond", "give --guidance too"},
+      {EXIT_INPUT, "--weights W --cond C --guidance 2 --null-cond TWO", "two.npy: has 2 rows",
+       "1 x 2 (--null-cond)"},
+      {EXIT_USAGE, "--weights W --class 2", "--class 2: the model's conditioning has C = 2 classes", "0 to 1"},
+      {EXIT_USAGE, "--weights W --class two", "--class: 'two' is neither a class number nor 'all'", NULL},
+      {EXIT_USAGE, "--weights W --class all --x0 X0", "--x0", "--class all draws its own"},
+      {EXIT_USAGE, "--weights W --class 1 --cond C", "give --cond or --class, not both", NULL},
+      {EXIT_USAGE, "--weights PLAIN --class 0", "--class: the model has no conditioning (C = 0)", NULL},
+      {EXIT_USAGE, "--weights PLAIN --cond C", "--cond: the model has no conditioning (C = 0)", NULL},
+      {EXIT_INPUT, "--weights META --cond C --act relu",
+       "the file's __metadata__ says flowgen.act = gelu but relu was asked for", "(--act relu)"},
+      {EXIT_USAGE, "--weights META --cond C --act silu", "--act silu", "has act gelu"},
+      {EXIT_INPUT, "--weights META --cond C --time sin:8", "flowgen.time = sin:4 but sin:8", NULL},
+      {EXIT_USAGE, "--weights META --cond C --time raw", "--time raw", "has time sin:4"},
+      {EXIT_INPUT, "--weights META --cond C --layers 3", "the file has 4 Linear layers", "(--layers 3)"},
+      {EXIT_USAGE, "--weights W --cond C --act swish", "--act: unknown value 'swish'", NULL},
+      {EXIT_USAGE, "--weights W --cond C --input x,t", "--input: 'x,t'", NULL},
+      {EXIT_USAGE, "--weights W --cond C --time sin:3", "--time: 'sin:3': K = 3 is odd", NULL},
+      {EXIT_USAGE, "--weights W --cond=", "--cond needs a file", NULL},
+      {EXIT_USAGE, "--act gelu", "--act gelu: the built-in digits model has act silu", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    /* The flags with W, PLAIN, META, X0, C, WIDE, THREE, TWO, NAN put in. */
+    char flags[CMD_SIZE / 4] = "";
+    const char *p = cases[i].flags;
+    while (*p) {
+      static const struct { const char *word; int which; } words[] = {
+          {"WIDE", 0}, {"THREE", 1}, {"TWO", 2}, {"NAN", 3}, {"PLAIN", 4}, {"META", 5},
+          {"X0", 6}, {"W", 7}, {"C", 8}};
+      const char *paths[] = {wide, three, two_rows, nan_path, plain, meta, x0_path, weights, cond_path};
+      bool replaced = false;
+      for (size_t k = 0; k < sizeof words / sizeof *words && !replaced; ++k) {
+        size_t n = strlen(words[k].word);
+        if (strncmp(p, words[k].word, n) == 0 && (p[n] == ' ' || p[n] == '\0') &&
+            (p == cases[i].flags || p[-1] == ' ')) {
+          snprintf(flags + strlen(flags), sizeof flags - strlen(flags), "'%s'",
+                   paths[words[k].which]);
+          p += n;
+          replaced = true;
+        }
+      }
+      if (!replaced) {
+        size_t at = strlen(flags);
+        flags[at] = *p++;
+        flags[at + 1] = '\0';
+      }
+    }
+    print_into(args, sizeof args, "%s --device cpu -o '%s'", flags, f->out);
+    expect_sample_fails(f, cases[i].code, cases[i].part1, cases[i].part2, args);
+  }
+}
+
+/* Without --weights, a conditioning flag asks for the built-in conditional
+ * model: sampled where the build has one, else refused naming it. */
+static void test_sample_builtin_conditional(void **state) {
+  cli_fixture *f = *state;
+  char args[CMD_SIZE / 2];
+  flowrt_weights *w = NULL;
+  bool have = flowrt_weights_builtin("digits_cond", &w, NULL) == FLOWGEN_OK;
+  print_into(args, sizeof args, "--class 3 --batch 2 --steps 1 --device cpu -o '%s'", f->out);
+  if (have) {
+    expect_sample_ok(args);
+    int64_t rows = 0, cols = 0;
+    float *x = read_npy(f->out, &rows, &cols);
+    assert_int_equal(rows, 2);
+    assert_int_equal(cols, w->dim);
+    free(x);
+  } else {
+    expect_sample_fails(f, EXIT_USAGE, "no built-in model 'digits_cond'", "there is: digits", args);
+  }
+  flowrt_weights_free(w);
+}
+
 /* Kernel options that cannot go together: --describe prints JSON, not PTX
  * or a cubin; the host launcher is for nvcc builds of the .cu. */
 static void test_generate_refused_combinations(void **state) {
@@ -890,6 +1239,10 @@ int main(void) {
       CLI_TEST(test_sample_weights_not_finite),
       CLI_TEST(test_sample_x0_with_seed),
       CLI_TEST(test_sample_builtin_shape_flags),
+      CLI_TEST(test_sample_conditional_cpu),
+      CLI_TEST(test_sample_class_and_flags),
+      CLI_TEST(test_sample_conditional_refusals),
+      CLI_TEST(test_sample_builtin_conditional),
       CLI_TEST(test_generate_refused_combinations),
       CLI_TEST(test_sample_flag_without_value),
       CLI_TEST(test_sample_gpu_without_gpu),

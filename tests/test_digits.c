@@ -26,7 +26,19 @@ static void test_builtin_digits_model(void **state) {
   flowrt_weights_free(w);
   assert_int_equal(flowrt_weights_builtin("faces", &w, &err), FLOWGEN_INVALID);
   assert_null(w);
-  assert_non_null(strstr(err.message, "faces"));
+  assert_non_null(strstr(err.message, "no built-in model 'faces' (there is: digits"));
+  /* A name is the whole of the file's, not a part. */
+  assert_int_equal(flowrt_weights_builtin("digit", &w, &err), FLOWGEN_INVALID);
+  assert_int_equal(flowrt_weights_builtin("", &w, &err), FLOWGEN_INVALID);
+  assert_int_equal(flowrt_weights_builtin(NULL, &w, &err), FLOWGEN_INVALID);
+  /* The seed model: no metadata, so silu, raw time, x,t,c. */
+  assert_int_equal(flowrt_weights_builtin("digits", &w, &err), FLOWGEN_OK);
+  assert_int_equal(w->cond, 0);
+  assert_int_equal(w->layers, 3);
+  assert_int_equal(w->act, FLOWGEN_ACT_SILU);
+  assert_int_equal(w->time_width, 1);
+  assert_string_equal(w->input, "xtc");
+  flowrt_weights_free(w);
 }
 
 /* Reads a grey 8-bit PNG back with libpng. */

@@ -475,6 +475,9 @@ static void test_jit_sample_usage_errors(void **state) {
       {"--steps", "missing value after '--steps'"},
       {"--frobnicate", "unknown option '--frobnicate'"},
       {"extra.safetensors", "unexpected argument 'extra.safetensors'"},
+      {"--cond 1,2", "--cond and --guidance need a conditional model"},
+      {"--guidance 2", "--cond and --guidance need a conditional model"},
+      {"--cond", "missing value after '--cond'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char *out = NULL, *err = NULL;

@@ -188,7 +188,8 @@ typedef struct fake_launch {
   long long rows;
   CUdeviceptr cond_bias;       /* a conditional model's sampling kernel, */
   float guidance;              /* and its guidance */
-  CUdeviceptr cond, null_cond; /* the cond kernel's (cond_bias above) */
+  CUdeviceptr cond, null_cond; /* the cond kernel's (cond_bias above), */
+  float cond_head[16], null_head[4]; /* and what they held at the launch */
 } fake_launch;
 
 static struct {
@@ -622,10 +623,16 @@ static CUresult mock_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction hand
     const flowrt_weights *w = g.expect_weights;
     if (w && l->rows > 0) {
       size_t rows = (size_t)l->rows;
-      if (!find_alloc(l->cond, rows * (size_t)w->cond * sizeof(float)))
-        misuse("cond kernel: cond is not %zu rows of device memory", rows);
-      if (l->null_cond && !find_alloc(l->null_cond, (size_t)w->cond * sizeof(float)))
-        misuse("cond kernel: null_cond is not 1 x C of device memory");
+      size_t bytes = rows * (size_t)w->cond * sizeof(float);
+      fake_alloc *a = find_alloc(l->cond, bytes);
+      if (!a) misuse("cond kernel: cond is not %zu rows of device memory", rows);
+      else memcpy(l->cond_head, a->shadow + (l->cond - a->ptr),
+                  bytes < sizeof l->cond_head ? bytes : sizeof l->cond_head);
+      bytes = (size_t)w->cond * sizeof(float);
+      a = l->null_cond ? find_alloc(l->null_cond, bytes) : NULL;
+      if (l->null_cond && !a) misuse("cond kernel: null_cond is not 1 x C of device memory");
+      else if (a) memcpy(l->null_head, a->shadow + (l->null_cond - a->ptr),
+                         bytes < sizeof l->null_head ? bytes : sizeof l->null_head);
       if (!find_alloc(l->cond_bias, rows * (size_t)w->hidden * sizeof(float)))
         misuse("cond kernel: the workspace is not batch x H floats of device memory");
     }
@@ -2035,6 +2042,320 @@ static void test_launch_follows_the_description(void **state) {
   free(dir);
 }
 
+/* ---- the model family: pack, conditioning, workspace --------------------- */
+
+/* A template folder whose plan is one kernel of the family's interface
+ * (the rendering is the templates' business; the runtime's is the symbols
+ * and the arguments): <name>_k, <name>_pack with a Tensors struct, and
+ * <name>_cond for a conditional model.  malloc()ed; fg_test_rmtree it. */
+static char *family_echo_templates(void) {
+  char *dir = fg_test_mkdtemp();
+  fg_test_write_template(
+      dir, "plan.lua",
+      "return function(spec)\n"
+      "  return {template = 'file.cut', variants = {{strategy = 'echo',\n"
+      "    symbol = spec.symbol .. '_k', pack_symbol = spec.symbol .. '_pack',\n"
+      "    min_batch = 0, max_batch = -1, block_threads = 32, rows_per_block = 2,\n"
+      "    cluster_blocks = 1, shared_bytes = 0, params_bytes = 256, pack_threads = 64}}}\n"
+      "end\n");
+  fg_test_write_template(
+      dir, "file.cut",
+      "| local L = spec.layers\n"
+      "struct Tensors { const float* w[$(L)]; const float* b[$(L)]; };\n"
+      "extern \"C\" __global__ void $(spec.symbol)_pack(const Tensors tensors, float* params) {}\n"
+      "| if spec.cond > 0 then\n"
+      "extern \"C\" __global__ void $(spec.symbol)_cond(const float* cond, const float* null_cond,\n"
+      "    long long batch, const float* params, float* cond_bias) {}\n"
+      "extern \"C\" __global__ void $(spec.symbol)_k(const float* x0, float* x, long long batch,\n"
+      "    const float* params, const float* cond_bias, float guidance) {}\n"
+      "| else\n"
+      "extern \"C\" __global__ void $(spec.symbol)_k(const float* x0, float* x, long long batch,\n"
+      "    const float* params) {}\n"
+      "| end\n");
+  return dir;
+}
+
+/* A scenario over the family's echo templates for the model `fields`
+ * (flag, value pairs ending with NULL). */
+static flowrt_weights *family_scenario(scenario *sc, const char *dir, const char *const *fields) {
+  flowgen_spec model = fg_test_spec(3, 5, 2, 90);
+  for (; *fields; fields += 2)
+    assert_int_equal(flowgen_spec_set(&model, fields[0], fields[1], NULL), FLOWGEN_OK);
+  flowrt_weights *w = random_model(&model, 9);
+  assert_non_null(w);
+  scenario_init(sc, w);
+  flowrt_weights_model(w, &sc->spec);
+  sc->spec.guidance = model.guidance;
+  sc->opts.disk_cache = 0;
+  sc->opts.template_dir = dir;
+  nv.stand_in = true;
+  flowgen_error err = {0};
+  if (open_and_create(sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  return w;
+}
+
+static fake_alloc *alloc_at(CUdeviceptr p) {
+  fake_alloc *a = find_alloc(p, 1);
+  if (!a) fail_msg("0x%llx is not device memory", (unsigned long long)p);
+  return a;
+}
+
+static int total_calls(void) {
+  int n = 0;
+  for (int f = 0; f < FN_COUNT; ++f) n += g.calls[f];
+  return n;
+}
+
+/* The pack kernel gets the layers as a Tensors struct (the mock compares
+ * each with the host weights); each sample launches <name>_cond on the
+ * conditioning, into the sampler's workspace, then the sampling kernel
+ * with that workspace and the guidance weight. */
+static void test_family_launches(void **state) {
+  (void)state;
+  char *dir = family_echo_templates();
+  static const char *const fields[] = {"cond", "2", "layers", "4", "act", "gelu",
+                                       "time", "sin:4", "input", "c,x,t", "guidance", "1",
+                                       NULL};
+  scenario sc;
+  flowrt_weights *w = family_scenario(&sc, dir, fields);
+  const flowgen_variant *v = flowgen_kernel_variant(flowrt_sampler_kernel(sc.s), 0);
+  assert_string_equal(v->pack_symbol, "flow_d3_h5_s1_fp32_c2_l4_gelu_sin4_cxt_cfg_pack");
+  assert_int_equal(g.nlaunches, 1); /* the pack */
+  assert_int_equal(flowrt_sampler_workspace_bytes(sc.s, 4), 4 * 2 * 5 * sizeof(float));
+
+  float cond[HOST_BATCH * 2], null_cond[2] = {0.25f, -0.5f};
+  fg_test_fill_uniform(cond, HOST_BATCH * 2, 3, 1.0f);
+  flowgen_error err = {0};
+  if (flowrt_sample_host_cond(sc.s, sc.x0, sc.x, cond, null_cond, 2.5f, HOST_BATCH, &err))
+    fail_msg("%s", err.message);
+  assert_int_equal(g.nlaunches, 3);
+  const fake_launch *c = &g.launches[1], *k = &g.launches[2];
+  assert_string_equal(c->name, "flow_d3_h5_s1_fp32_c2_l4_gelu_sin4_cxt_cfg_cond");
+  assert_int_equal(c->rows, HOST_BATCH);
+  assert_int_equal(c->block, v->pack_threads);
+  assert_int_equal(c->grid, 1); /* 4 rows x 2H outputs, one thread each */
+  assert_memory_equal(c->cond_head, cond, sizeof cond);
+  assert_memory_equal(c->null_head, null_cond, sizeof null_cond);
+  fake_alloc *workspace = alloc_at(c->cond_bias);
+  assert_int_equal(workspace->size, HOST_BATCH * 2 * 5 * sizeof(float));
+  assert_string_equal(k->name, v->symbol);
+  assert_int_equal(k->rows, HOST_BATCH);
+  assert_true(k->cond_bias == c->cond_bias);
+  assert_true(k->guidance == 2.5f);
+  assert_true(k->params == c->params);
+
+  /* Device pointers: no null conditioning (0: zeros). */
+  CUdeviceptr dev_cond = user_alloc(SAMPLE_BATCH * 2 * sizeof(float));
+  if (flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, HOST_BATCH, NULL, &err))
+    fail_msg("%s", err.message);
+  c = &g.launches[g.nlaunches - 2];
+  assert_true(c->cond == dev_cond && c->null_cond == 0);
+  assert_true(g.launches[g.nlaunches - 1].guidance == 1.0f);
+  scenario_finish(&sc);
+  flowrt_weights_free(w);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* The workspace grows with the batch (the old one freed once the device is
+ * idle), never inside graph capture: there a launch that would need more is
+ * refused before any launch, naming flowrt_sampler_reserve; after the
+ * reserve, capture launches allocate nothing. */
+static void test_family_workspace(void **state) {
+  (void)state;
+  char *dir = family_echo_templates();
+  static const char *const fields[] = {"cond", "3", NULL};
+  scenario sc;
+  flowrt_weights *w = family_scenario(&sc, dir, fields);
+  CUdeviceptr dev_cond = user_alloc(SAMPLE_BATCH * 3 * sizeof(float));
+  flowgen_error err = {0};
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 4, NULL, &err),
+                   FLOWGEN_OK);
+  CUdeviceptr first = g.launches[g.nlaunches - 1].cond_bias;
+  assert_int_equal(alloc_at(first)->size, 4 * 5 * sizeof(float)); /* H a row, unguided */
+  /* Smaller: the same buffer, no driver call but the two launches. */
+  int calls = total_calls(), syncs = g.calls[FN_cuCtxSynchronize];
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 3, NULL, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(total_calls() - calls, 2 + 2); /* push, 2 launches, pop */
+  assert_true(g.launches[g.nlaunches - 1].cond_bias == first);
+  /* Larger: grown, the old one freed after a synchronize. */
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 9, NULL, &err),
+                   FLOWGEN_OK);
+  CUdeviceptr grown = g.launches[g.nlaunches - 1].cond_bias;
+  assert_true(grown != first);
+  assert_true(alloc_at(grown)->size == 9 * 5 * sizeof(float));
+  assert_true(find_alloc(first, 1) == NULL); /* freed */
+  assert_int_equal(g.calls[FN_cuCtxSynchronize], syncs + 1);
+  /* Reserve, then capture. */
+  assert_int_equal(flowrt_sampler_reserve(sc.s, 20, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_reserve(sc.s, 10, &err), FLOWGEN_OK); /* holds 20 */
+  g.capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  int allocs = g.calls[FN_cuMemAlloc], launches = g.nlaunches;
+  CUstream stream = (CUstream)(uintptr_t)0x5000;
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 20, stream, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuMemAlloc], allocs);
+  assert_int_equal(g.nlaunches, launches + 2);
+  assert_true(g.launches[g.nlaunches - 2].stream == stream);
+  assert_true(g.launches[g.nlaunches - 1].stream == stream);
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 21, stream, &err),
+                   FLOWGEN_INVALID);
+  expect_contains(err.message, "batch 21 needs a workspace of 420 bytes");
+  expect_contains(err.message, "during CUDA graph capture");
+  expect_contains(err.message, "flowrt_sampler_reserve(sampler, 21)");
+  assert_int_equal(g.calls[FN_cuMemAlloc], allocs);
+  assert_int_equal(g.nlaunches, launches + 2);
+  assert_int_equal(g.ctx_depth, 0);
+  g.capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  assert_int_equal(flowrt_sample_cond(sc.s, sc.dev_x0, sc.dev_x, dev_cond, 0, 1.0f, 21, stream, &err),
+                   FLOWGEN_OK);
+  /* Unconditional samplers have no workspace. */
+  assert_int_equal(flowrt_sampler_reserve(sc.s, -1, &err), FLOWGEN_INVALID);
+  assert_int_equal(flowrt_sampler_workspace_bytes(sc.s, 0), 0);
+  scenario_finish(&sc); /* the workspace is freed with the sampler */
+  flowrt_weights_free(w);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* Arguments that do not fit the sampler are refused before any driver
+ * call; a model of the family without conditioning packs a Tensors struct
+ * and launches its sampling kernel alone. */
+static void test_family_argument_checks(void **state) {
+  (void)state;
+  char *dir = family_echo_templates();
+  static const char *const cond_fields[] = {"cond", "2", NULL};
+  static const char *const guided_fields[] = {"cond", "2", "guidance", "1", NULL};
+  static const char *const plain_fields[] = {"layers", "2", "act", "relu", NULL};
+  scenario cs, gs, ps;
+  flowrt_weights *cw = family_scenario(&cs, dir, cond_fields);
+  flowrt_weights *gw = family_scenario(&gs, dir, guided_fields);
+  flowrt_weights *pw = family_scenario(&ps, dir, plain_fields);
+  CUdeviceptr cond = user_alloc(64 * sizeof(float)), null_cond = user_alloc(8);
+  float host_cond[2 * 4] = {0, 1, 2, 3, 4, NAN, 6, 7}, host_null[2] = {INFINITY, 0};
+  static const struct {
+    int which;
+    flowgen_status status;
+    const char *needle;
+  } cases[] = {
+      {0, FLOWGEN_INVALID, "the model is conditional (C=2): give cond, a device pointer to batch x 2 floats"},
+      {1, FLOWGEN_INVALID, "the model is conditional (C=2)"},
+      {2, FLOWGEN_INVALID, "cond given, but the model has no conditioning (C=0)"},
+      {3, FLOWGEN_INVALID, "guidance 3, but the sampler's spec has no guidance"},
+      {4, FLOWGEN_INVALID, "guidance nan is not finite"},
+      {5, FLOWGEN_INVALID, "null_cond given, but the sampler's spec has no guidance"},
+      {6, FLOWGEN_INPUT, "cond: row 2, column 1 is nan (the conditioning must be finite)"},
+      {7, FLOWGEN_INPUT, "null_cond: row 0, column 0 is inf"},
+      {8, FLOWGEN_INVALID, "null_cond given, but the model has no conditioning (C=0)"},
+      {9, FLOWGEN_INVALID, "batch -1 is negative"},
+      {10, FLOWGEN_INVALID, "guidance -inf is not finite"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    flowgen_error err = {0};
+    int calls = total_calls();
+    flowgen_status st = FLOWGEN_OK;
+    switch (cases[i].which) {
+    case 0: st = flowrt_sample_cond(cs.s, cs.dev_x0, cs.dev_x, 0, 0, 1.0f, 4, NULL, &err); break;
+    case 1: st = flowrt_sample(cs.s, cs.dev_x0, cs.dev_x, 4, NULL, &err); break;
+    case 2: st = flowrt_sample_cond(ps.s, ps.dev_x0, ps.dev_x, cond, 0, 1.0f, 4, NULL, &err); break;
+    case 3: st = flowrt_sample_cond(cs.s, cs.dev_x0, cs.dev_x, cond, 0, 3.0f, 4, NULL, &err); break;
+    case 4: st = flowrt_sample_cond(gs.s, gs.dev_x0, gs.dev_x, cond, 0, NAN, 4, NULL, &err); break;
+    case 5: st = flowrt_sample_cond(cs.s, cs.dev_x0, cs.dev_x, cond, null_cond, 1.0f, 4, NULL, &err); break;
+    case 6: st = flowrt_sample_host_cond(cs.s, cs.x0, cs.x, host_cond, NULL, 1.0f, 4, &err); break;
+    case 7: st = flowrt_sample_host_cond(gs.s, gs.x0, gs.x, host_cond, host_null, 2.0f, 2, &err); break;
+    case 8: st = flowrt_sample_cond(ps.s, ps.dev_x0, ps.dev_x, 0, null_cond, 1.0f, 4, NULL, &err); break;
+    case 9: st = flowrt_sample_cond(cs.s, cs.dev_x0, cs.dev_x, cond, 0, 1.0f, -1, NULL, &err); break;
+    case 10: st = flowrt_sample_host_cond(gs.s, gs.x0, gs.x, host_cond, NULL, -INFINITY, 1, &err); break;
+    }
+    if (st != cases[i].status || !strstr(err.message, cases[i].needle))
+      fail_msg("case %zu: %s '%s', want %s '%s'", i, flowgen_status_name(st), err.message,
+               flowgen_status_name(cases[i].status), cases[i].needle);
+    assert_int_equal(total_calls(), calls);
+  }
+  /* Batch 0 does nothing, whatever the conditioning. */
+  int calls = total_calls();
+  assert_int_equal(flowrt_sample_cond(cs.s, 0, 0, cond, 0, 1.0f, 0, NULL, NULL), FLOWGEN_OK);
+  assert_int_equal(total_calls(), calls);
+  /* The unconditional member: no cond kernel, four arguments. */
+  int launches = g.nlaunches;
+  flowgen_error err = {0};
+  if (flowrt_sample_host(ps.s, ps.x0, ps.x, HOST_BATCH, &err)) fail_msg("%s", err.message);
+  assert_int_equal(g.nlaunches, launches + 1);
+  assert_true(ends_with(g.launches[g.nlaunches - 1].name, "_relu_k"));
+  g.expect_weights = NULL;
+  /* All three on one fake driver: closed before it is unloaded. */
+  scenario *all[] = {&gs, &ps};
+  for (int i = 0; i < 2; ++i) {
+    flowrt_sampler_destroy(all[i]->s);
+    flowrt_close(all[i]->rt);
+  }
+  scenario_finish(&cs);
+  flowrt_weights_free(cw);
+  flowrt_weights_free(gw);
+  flowrt_weights_free(pw);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
+/* Each driver call of a conditional flowrt_sample_host_cond (its buffer,
+ * copies, capture check, workspace, the cond and sampling launches) fails
+ * once: a CUDA status naming the call, the same call then works, nothing
+ * is left allocated. */
+static void test_family_fault_every_call(void **state) {
+  (void)state;
+  char *dir = family_echo_templates();
+  static const char *const fields[] = {"cond", "2", "guidance", "1", "layers", "2", NULL};
+  float cond[HOST_BATCH * 2] = {0}, null_cond[2] = {0};
+  int first[FN_COUNT], last[FN_COUNT], runs = 0;
+  for (int run = -1; run < FN_COUNT; ++run) {
+    int at_end = run < 0 ? 0 : last[run];
+    for (int at = run < 0 ? 0 : first[run]; at <= at_end; ++at) {
+      if (run >= 0 && first[run] > last[run]) break;
+      reset_fakes();
+      scenario sc;
+      flowrt_weights *w = family_scenario(&sc, dir, fields);
+      int before[FN_COUNT];
+      memcpy(before, g.calls, sizeof before);
+      if (run >= 0) arm_fault(run, at, 1, fault_result_of(run));
+      flowgen_error err = {0};
+      flowgen_status st =
+          flowrt_sample_host_cond(sc.s, sc.x0, sc.x, cond, null_cond, 2.0f, HOST_BATCH, &err);
+      if (run < 0) {
+        if (st) fail_msg("clean run: %s", err.message);
+        for (int f = 0; f < FN_COUNT; ++f) {
+          first[f] = before[f] + 1;
+          last[f] = g.calls[f];
+        }
+      } else {
+        snprintf(where, sizeof where, "%s call #%d", cuda_fns[run].name, at);
+        flowgen_status want = is_release(run) ? FLOWGEN_OK : FLOWGEN_CUDA;
+        if (st != want)
+          problem("gave %s, expected %s (%s)", flowgen_status_name(st), flowgen_status_name(want),
+                  err.message);
+        if (st && !strstr(err.message, cuda_fns[run].name))
+          problem("the message does not name the call: %s", err.message);
+        if (st && flowrt_sample_host_cond(sc.s, sc.x0, sc.x, cond, null_cond, 2.0f, HOST_BATCH,
+                                          &err))
+          problem("after the fault: %s", err.message);
+        if (g.fired != 1) problem("the fault fired %d times", g.fired);
+        where[0] = '\0';
+        ++runs;
+      }
+      scenario_finish(&sc);
+      flowrt_weights_free(w);
+    }
+  }
+  fprintf(stderr, "# flowrt_sample_host_cond: %d driver calls, each failed once\n", runs);
+  assert_true(runs >= 10);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
 /* NVRTC 12.4 and newer compile with --split-compile=0 (every core), older
  * ones without the option they lack. */
 static void test_nvrtc_split_compile_by_version(void **state) {
@@ -2304,6 +2625,10 @@ int main(void) {
       FAULT_TEST(test_environment_does_not_tune),
       FAULT_TEST(test_device_query_reaches_the_planner),
       FAULT_TEST(test_launch_follows_the_description),
+      FAULT_TEST(test_family_launches),
+      FAULT_TEST(test_family_workspace),
+      FAULT_TEST(test_family_argument_checks),
+      FAULT_TEST(test_family_fault_every_call),
       FAULT_TEST(test_nvrtc_fault_every_call),
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),

@@ -835,6 +835,213 @@ static void test_cluster_fold(void **state) {
 
 /* Two samplers of different shapes live side by side; a second sampler of
  * the same spec is an in-memory hit; a fresh runtime finds the disk entry. */
+/* ---- the model family ----------------------------------------------------- */
+
+/* Samples batch rows of a conditional (or any) model on the GPU with
+ * random conditioning and compares `checked` rows with the fp64 reference;
+ * guidance w (a guided spec) with a random null conditioning when
+ * with_null. */
+static double check_family(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weights *w,
+                           int64_t batch, int64_t checked, float guidance, bool with_null,
+                           uint64_t seed) {
+  const int D = spec->dim, C = spec->cond;
+  size_t n = (size_t)batch * D, nc = (size_t)batch * C;
+  float *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
+  float *cond = C ? malloc(nc * sizeof *cond) : NULL, *null_cond = NULL;
+  fg_test_fill_uniform(x0, n, seed, 2.0f);
+  if (C) fg_test_fill_uniform(cond, nc, seed + 1, 1.0f);
+  if (with_null) {
+    null_cond = malloc((size_t)C * sizeof *null_cond);
+    fg_test_fill_uniform(null_cond, (size_t)C, seed + 2, 1.0f);
+  }
+  for (size_t i = 0; i < n; ++i) x[i] = NAN; /* poison */
+  flowgen_error err;
+  if (flowrt_sample_host_cond(s, x0, x, cond, null_cond, guidance, batch, &err))
+    fail_msg("%s", err.message);
+  for (size_t i = 0; i < n; ++i)
+    if (isnan(x[i])) fail_msg("x[%zu] not written (batch %lld)", i, (long long)batch);
+  if (checked > batch) checked = batch;
+  int64_t stride = batch / checked;
+  float *sub_x0 = malloc((size_t)checked * D * sizeof(float));
+  float *sub_x = malloc((size_t)checked * D * sizeof(float));
+  float *sub_c = C ? malloc((size_t)checked * C * sizeof(float)) : NULL;
+  double *ref = malloc((size_t)checked * D * sizeof(double));
+  for (int64_t r = 0; r < checked; ++r) {
+    memcpy(sub_x0 + r * D, x0 + r * stride * D, D * sizeof(float));
+    memcpy(sub_x + r * D, x + r * stride * D, D * sizeof(float));
+    if (C) memcpy(sub_c + r * C, cond + r * stride * C, C * sizeof(float));
+  }
+  if (flowrt_reference_cond_f64(spec, w, sub_x0, ref, sub_c, null_cond, guidance, checked, &err))
+    fail_msg("%s", err.message);
+  double e = relerr(sub_x, ref, (size_t)checked * D);
+  free(x0);
+  free(x);
+  free(cond);
+  free(null_cond);
+  free(sub_x0);
+  free(sub_x);
+  free(sub_c);
+  free(ref);
+  return e;
+}
+
+/* Every member of the family (each field off its default somewhere: C,
+ * L, act, time, input, guidance), in every precision and on every variant
+ * of its plan (the batches at each variant's edges), against the fp64
+ * reference at the precision's tolerance.  The fp32 tolerance is the
+ * seed's tenfold: gelu's erff and the sin features' table (rounded from
+ * fp64) add their own rounding. */
+static void test_family_matches_reference(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  static const struct {
+    flowgen_precision precision;
+    double tolerance;
+  } precisions[] = {{FLOWGEN_PRECISION_FP32, 1e-5}, {FLOWGEN_PRECISION_TF32, 2e-4},
+                    {FLOWGEN_PRECISION_BF16, 2e-2}, {FLOWGEN_PRECISION_FP16, 2e-2}};
+  static const struct {
+    int dim, hidden, steps;
+    const char *fields[7][2];
+  } members[] = {
+      {64, 256, 8, {{"cond", "10"}}},
+      {64, 256, 8, {{"layers", "2"}, {"act", "gelu"}}},
+      {64, 256, 8, {{"layers", "5"}, {"act", "gelu_tanh"}, {"time", "sin:32"}}},
+      {16, 64, 6, {{"act", "relu"}, {"cond", "512"}, {"input", "c,t,x"}}},
+      {16, 64, 6, {{"act", "tanh"}, {"time", "sin:16:10"}, {"layers", "4"}}},
+      {64, 256, 8, {{"cond", "10"}, {"guidance", "1"}}},
+      {32, 128, 4, {{"cond", "7"}, {"guidance", "1"}, {"layers", "8"}, {"act", "gelu"},
+                    {"time", "sin:8"}, {"input", "t,x,c"}}},
+      {128, 512, 4, {{"cond", "33"}, {"layers", "3"}, {"act", "silu"}, {"input", "x,c,t"}}},
+  };
+  uint64_t seed = fg_test_seed();
+  for (size_t m = 0; m < sizeof members / sizeof *members; ++m)
+    for (size_t p = 0; p < sizeof precisions / sizeof *precisions; ++p) {
+      flowgen_spec spec = make_spec(members[m].dim, members[m].hidden, members[m].steps);
+      spec.precision = precisions[p].precision;
+      char what[256];
+      int at = snprintf(what, sizeof what, "D=%d H=%d S=%d %s", spec.dim, spec.hidden,
+                        spec.steps, flowgen_precision_name(spec.precision));
+      for (int k = 0; k < 7 && members[m].fields[k][0]; ++k) {
+        assert_int_equal(flowgen_spec_set(&spec, members[m].fields[k][0], members[m].fields[k][1],
+                                          NULL),
+                         FLOWGEN_OK);
+        at += snprintf(what + at, sizeof what - (size_t)at, " --%s %s", members[m].fields[k][0],
+                       members[m].fields[k][1]);
+      }
+      flowrt_weights *w = random_model(&spec, seed + 17 * m + p);
+      flowrt_sampler *s = NULL;
+      flowgen_error err;
+      if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s: %s", what, err.message);
+      const flowgen_kernel *k = flowrt_sampler_kernel(s);
+      for (int vi = 0; vi < flowgen_kernel_variant_count(k); ++vi) {
+        const flowgen_variant *v = flowgen_kernel_variant(k, vi);
+        int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
+        int64_t hi = v->max_batch >= 0 ? v->max_batch : lo + 3 * v->rows_per_block + 5;
+        if (hi > 70000) hi = 70000;
+        const int64_t batches[] = {lo, hi};
+        for (int b = 0; b < 2; ++b) {
+          /* Guided members at w = 3, with a null conditioning every other time. */
+          float g = spec.guidance ? 3.0f : 1.0f;
+          double e = check_family(s, &spec, w, batches[b], 32, g, spec.guidance && b, seed + b);
+          printf("# family %s %s B=%lld relerr=%.3e\n", what, v->strategy, (long long)batches[b], e);
+          if (!(e <= precisions[p].tolerance))
+            fail_msg("%s %s B=%lld: relerr %.3e > %.0e", what, v->strategy,
+                     (long long)batches[b], e, precisions[p].tolerance);
+        }
+      }
+      flowrt_sampler_destroy(s);
+      flowrt_weights_free(w);
+    }
+}
+
+/* A conditional sampler in a CUDA graph: the workspace reserved first,
+ * then captured (cond kernel and sampler) and replayed, the same bytes as
+ * a direct launch; without the reserve, the capture is refused naming it
+ * and nothing is launched. */
+static void test_family_graph_capture(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  gpu_fixture *f = *state;
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  flowgen_spec spec = make_spec(64, 256, 16);
+  spec.cond = 10;
+  spec.guidance = true;
+  flowrt_weights *w = random_model(&spec, fg_test_seed() + 3);
+  flowrt_sampler *s = NULL;
+  flowgen_error err;
+  assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
+  const int64_t batch = 8;
+  const size_t n = (size_t)batch * 64, bytes = n * sizeof(float), cbytes = (size_t)batch * 10 * 4;
+  float *x0 = malloc(bytes), *cond = malloc(cbytes), *direct = malloc(bytes), *replay = malloc(bytes);
+  double *ref = malloc(n * sizeof *ref);
+  fg_test_fill_uniform(x0, n, fg_test_seed(), 1.5f);
+  fg_test_fill_uniform(cond, (size_t)batch * 10, fg_test_seed() + 1, 1.0f);
+  CUcontext ctx;
+  CUdevice dev;
+  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+  CUdeviceptr in, out, c;
+  CUstream stream;
+  assert_int_equal(cu->cuMemAlloc(&in, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&out, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&c, cbytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(in, x0, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(c, cond, cbytes), CUDA_SUCCESS);
+  CUresult (*stream_create)(CUstream *, unsigned) = NULL;
+  CUresult (*begin)(CUstream, CUstreamCaptureMode) = NULL;
+  CUresult (*end)(CUstream, CUgraph *) = NULL;
+  CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
+  CUresult (*launch)(CUgraphExec, CUstream) = NULL;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(h);
+  *(void **)&stream_create = dlsym(h, "cuStreamCreate");
+  *(void **)&begin = dlsym(h, "cuStreamBeginCapture_v2");
+  *(void **)&end = dlsym(h, "cuStreamEndCapture");
+  *(void **)&instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
+  *(void **)&launch = dlsym(h, "cuGraphLaunch");
+  assert_true(stream_create && begin && end && instantiate && launch);
+  assert_int_equal(stream_create(&stream, 0), CUDA_SUCCESS);
+
+  /* No workspace yet: the capture is refused, and ends empty. */
+  CUgraph graph;
+  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_INVALID);
+  assert_non_null(strstr(err.message, "flowrt_sampler_reserve"));
+  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
+
+  assert_int_equal(flowrt_sampler_reserve(s, batch, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_OK);
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(direct, out, bytes), CUDA_SUCCESS);
+  CUgraphExec exec;
+  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_OK);
+  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
+  assert_int_equal(instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  for (int replays = 0; replays < 3; ++replays) assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(replay, out, bytes), CUDA_SUCCESS);
+  assert_memory_equal(direct, replay, bytes);
+  assert_int_equal(flowrt_reference_cond_f64(&spec, w, x0, ref, cond, NULL, 2.0f, batch, &err),
+                   FLOWGEN_OK);
+  double e = relerr(direct, ref, n);
+  printf("# family graph relerr=%.3e\n", e);
+  assert_true(e <= 1e-5);
+  cu->cuMemFree(in);
+  cu->cuMemFree(out);
+  cu->cuMemFree(c);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  cu->cuDevicePrimaryCtxRelease(dev);
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+  free(x0);
+  free(cond);
+  free(direct);
+  free(replay);
+  free(ref);
+}
+
 static void test_two_samplers_and_cache(void **state) {
   FG_SKIP_WITHOUT_GPU();
   gpu_fixture *f = *state;
@@ -894,6 +1101,8 @@ int main(void) {
       cmocka_unit_test(test_cluster_layer2),
       cmocka_unit_test(test_cluster_fold),
       cmocka_unit_test(test_two_samplers_and_cache),
+      cmocka_unit_test(test_family_matches_reference),
+      cmocka_unit_test(test_family_graph_capture),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);
 }
