@@ -73,9 +73,9 @@ local function layout(ctx, C)
   return nil
 end
 
--- The model family: the seed's depth and time, any activation, no
+-- The model family: the seed's depth, any activation and time, no
 -- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true}) end
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
 
 -- The layout where the kernel applies (bf16, fp16: one block; tf32: over
 -- clusters of 2, else 4, the first that fits), else nil and why not.

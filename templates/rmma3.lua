@@ -17,9 +17,9 @@ M.dials = {}
 
 local CLUSTER = 4
 
--- The model family: the seed's depth and time, any activation, no
+-- The model family: the seed's depth, any activation and time, no
 -- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true}) end
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
 
 -- The layout of `rows` samples a cluster (8 or 16), else nil and why not.
 function M.layout(ctx, rows)

@@ -22,9 +22,9 @@ local function shape(spec)
   return Dp, Hp, 2 * (Hp * Dp + Hp * Hp + Dp * Hp) + 4 * (3 * Hp + Dp)
 end
 
--- The model family: the seed's depth and time, any activation, no
+-- The model family: the seed's depth, any activation and time, no
 -- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true}) end
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
 
 function M.applies(ctx)
   local spec = ctx.spec

@@ -179,16 +179,32 @@ static double compile_clean(const flowgen_spec *spec, bool launcher) {
  * sweep of shapes, which compiled the same kernels many times. */
 
 /* A file to compile: D x H, S steps, the solver, the precision, sm_arch
- * (sm_90a where arch_specific), the overrides, and the strategies its plan
- * must hold (comma-separated). */
+ * (sm_90a where arch_specific), the overrides, the strategies its plan
+ * must hold (comma-separated), and the member of the model family
+ * (flowgen_spec_set's fields, "key=value;...": NULL, the seed). */
 typedef struct {
   int dim, hidden, steps;
   flowgen_solver solver;
   flowgen_precision precision;
   int arch;
   bool arch_specific;
-  const char *tune, *strategies;
+  const char *tune, *strategies, *family;
 } nvrtc_case;
+
+/* Sets the fields of `family` ("cond=8;input=t,c,x") on spec. */
+static void set_family(flowgen_spec *spec, const char *family) {
+  for (const char *f = family; f && *f;) {
+    size_t len = strcspn(f, ";");
+    char entry[64];
+    snprintf(entry, sizeof entry, "%.*s", (int)len, f);
+    char *eq = strchr(entry, '=');
+    assert_non_null(eq);
+    *eq = '\0';
+    flowgen_error err = {FLOWGEN_OK, ""};
+    if (flowgen_spec_set(spec, entry, eq + 1, &err) != FLOWGEN_OK) fail_msg("%s: %s", family, err.message);
+    f += len + (f[len] == ';');
+  }
+}
 
 #define EULER FLOWGEN_SOLVER_EULER
 #define MIDPOINT FLOWGEN_SOLVER_MIDPOINT
@@ -210,6 +226,7 @@ static void compile_cases(const nvrtc_case *cases, size_t n) {
     spec.solver = c->solver;
     spec.precision = c->precision;
     spec.arch_specific = c->arch_specific;
+    set_family(&spec, c->family);
     const char *tune = c->tune ? c->tune : "";
     flowgen_options opts = {.tune = c->tune};
     flowgen_kernel *k = NULL;
@@ -399,6 +416,41 @@ static void test_wgstream_compiles(void **state) {
   COMPILE(cases);
 }
 
+/* The model family (templates/family.cut, lib.family): the generic
+ * strategies in each form a member changes their code (the conditioning's
+ * bias in layer 1 and its kernel; guidance, the hidden layers on two rows
+ * a sample or, at L = 2, blended in layer 1; L from 2 to 6; the
+ * activations; sin time's stage table, in the pack kernel too; the input
+ * order, at packing), each precision of the matrix units, the grid's and
+ * gemm's stage loops; the specialized strategies with another activation
+ * and input order (the fp32 forms, the packed 16-bit and tf32 ones from
+ * fp32, the cluster kernel's fold, the seed layout of W1 they pack from). */
+static void test_family_compiles(void **state) {
+  (void)state;
+  static const nvrtc_case cases[] = {
+      {16, 64, 2, EULER, FP32, 80, false, "only=tiled8:tiled", "tiled8,tiled",
+       "cond=8;guidance=1;layers=4;time=sin:16;input=c,t,x"},
+      {17, 200, 2, RK4, FP32, 90, false, "only=tiled8c2:tiled8", "tiled8c2",
+       "cond=4;guidance=1;layers=2;act=gelu_tanh"},
+      {33, 130, 2, HEUN, FP32, 90, false, "only=tiled8:tiled,tiled.stages=3", "tiled8,tiled", "layers=5;act=relu"},
+      {64, 256, 2, EULER, BF16, 90, false, "only=mma16:mma", "mma16,mma", "cond=16;guidance=1;act=gelu"},
+      {17, 40, 2, RK4, FP32, 90, false, "only=mma", "mma", "cond=3;layers=2;time=sin:8"},
+      {64, 256, 2, EULER, TF32, 80, false, "only=mma16:mma", "mma16,mma", "layers=6;act=tanh;input=t,x,c"},
+      {128, 512, 2, EULER, FP32, 90, false, "only=grid:tiled8", "grid_b1,grid_b8,grid_b64",
+       "cond=16;guidance=1;layers=4;time=sin:32"},
+      {128, 512, 2, RK4, FP32, 80, false, "only=grid_b64:tiled8:gemm", "grid_b64,gemm",
+       "cond=16;guidance=1;layers=2"},
+      {17, 512, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm", "cond=8;guidance=1"},
+      {64, 256, 2, EULER, FP32, 90, true, "only=cluster:rmma3", "cluster4_r1,rmma3_r16", "act=gelu;input=t,x,c"},
+      {32, 128, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1", "act=relu;input=c,t,x"},
+      {64, 256, 2, EULER, BF16, 90, true, "only=rmma:wgmma", "rmma,wgmma", "act=gelu_tanh"},
+      {64, 256, 2, EULER, FP16, 80, false, "only=rmma", "rmma", "act=tanh"},
+      {64, 256, 2, EULER, TF32, 90, true, "only=rmma_c2:wgstream", "rmma_c2,wgstream", "act=gelu;input=x,c,t"},
+      {64, 256, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "act=relu"},
+  };
+  COMPILE(cases);
+}
+
 /* ---- whole files ------------------------------------------------------------ */
 
 /* The launcher sits behind #if !defined(__CUDACC_RTC__): NVRTC skips it,
@@ -410,6 +462,9 @@ static void test_host_launcher_compiles(void **state) {
   compile_clean(&spec, true);
   if (arch_supported(80) && !quick()) {
     spec = fg_test_spec(3, 12, 5, 80);
+    compile_clean(&spec, true);
+    /* a conditional member's: the conditioning kernel, then the sampler */
+    set_family(&spec, "cond=4;guidance=1;layers=4");
     compile_clean(&spec, true);
   }
 }
@@ -600,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_mma_compiles),
       cmocka_unit_test(test_wgmma_compiles),
       cmocka_unit_test(test_wgstream_compiles),
+      cmocka_unit_test(test_family_compiles),
       cmocka_unit_test(test_host_launcher_compiles),
       cmocka_unit_test(test_default_compile_time),
       cmocka_unit_test(test_largest_compile_time),
@@ -609,5 +665,6 @@ int main(void) {
       cmocka_unit_test(test_compile_error_carries_log),
       cmocka_unit_test(test_compile_bad_arguments),
   };
+  if (getenv("FG_FILTER")) cmocka_set_test_filter(getenv("FG_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
