@@ -219,9 +219,18 @@ local function load_chunk(source, chunkname, env)
 end
 
 -- Renders template `name` with `vars` visible as globals; appends to `buf`.
+-- A template's Lua source, compiled from its text once per state: a
+-- kernel's parts are included once a variant.
+local compiled = {}
+
 local function render_into(buf, name, vars)
-  local text, chunkname = load_file(name)
-  local source = reader(compile_template(text, chunkname))
+  local entry = compiled[name]
+  if not entry then
+    local text, chunkname = load_file(name)
+    entry = {compile_template(text, chunkname), chunkname}
+    compiled[name] = entry
+  end
+  local source, chunkname = reader(entry[1]), entry[2]
   local env = base_env()
   for k, v in next, vars do env[k] = v end
   env._out = function(...)

@@ -31,6 +31,8 @@
 #include "flowrt.h"
 #include "internal.h"
 
+#include <sys/types.h>
+
 #define FG_CACHE_MAGIC "FGCACHE"      /* 7 characters + the NUL = 8 bytes */
 #define FG_CACHE_FORMAT_VERSION 1u
 #define FG_CACHE_HEADER_SIZE 32
@@ -108,5 +110,57 @@ FG_HIDDEN flowgen_status fg_cache_get(const char *dir, const char *key,
 FG_HIDDEN flowgen_status fg_cache_put(const char *dir, const char *key,
                                       const void *payload, size_t size,
                                       flowgen_error *err);
+
+/* ---- between the cache's files (cache_folder.c, disk_cache.c,
+ * cache_list.c) ------------------------------------------------------------ */
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* FLOWGEN_IO "<what> <path>: <strerror(errno)>"; reads errno first. */
+FG_HIDDEN flowgen_status fg_cache_io_error(flowgen_error *err, const char *what,
+                                           const char *path);
+/* buf = "dir/name" / path, or FLOWGEN_INVALID when it does not fit. */
+FG_HIDDEN flowgen_status fg_cache_join_path(char *buf, size_t size, const char *dir,
+                                            const char *name, flowgen_error *err);
+FG_HIDDEN flowgen_status fg_cache_copy_path(char *buf, size_t size, const char *path,
+                                            flowgen_error *err);
+/* The entry's path for key in dir. */
+FG_HIDDEN flowgen_status fg_cache_entry_path(const char *dir, const char *key, char *buf,
+                                             size_t size, flowgen_error *err);
+/* mkdir -p with mode 0700 for every folder it creates. */
+FG_HIDDEN flowgen_status fg_cache_make_dirs(const char *dir, flowgen_error *err);
+/* Creates an empty temporary file in dir (and dir itself if missing). */
+FG_HIDDEN flowgen_status fg_cache_create_temp(const char *dir, char *temp, size_t size,
+                                              int *fd, flowgen_error *err);
+/* FLOWGEN_INVALID for no folder, or a key empty or too long. */
+FG_HIDDEN flowgen_status fg_cache_check_dir(const char *dir, flowgen_error *err);
+FG_HIDDEN flowgen_status fg_cache_check_key(const char *key, flowgen_error *err);
+/* FLOWGEN_IO naming what makes dir untrusted (see above), else OK. */
+FG_HIDDEN flowgen_status fg_cache_check_trusted(const char *dir, flowgen_error *err);
+
+/* An entry as read. */
+typedef struct fg_cache_entry {
+  char *key;             /* NUL-terminated; NULL if not read */
+  void *payload;         /* NULL unless asked for and valid */
+  uint64_t payload_size; /* from the header; 0 if not read */
+} fg_cache_entry;
+FG_HIDDEN void fg_cache_entry_free(fg_cache_entry *e);
+/* Why a file of this type cannot be an entry. */
+FG_HIDDEN const char *fg_cache_not_regular(mode_t mode);
+/* Reads size bytes, fewer only at the end of the file; -1 on error. */
+FG_HIDDEN ssize_t fg_cache_read_fully(int fd, void *buf, size_t size);
+/* Opens the regular file at path for reading, never a link, FIFO or
+ * device: *fd is -1 when it is missing or when *problem says why it is no
+ * entry. */
+FG_HIDDEN flowgen_status fg_cache_open_entry(const char *path, int *fd,
+                                             const char **problem, flowgen_error *err);
+/* Reads the entry open on fd: *problem NULL for a sound entry (whose key is
+ * expected_key unless that is NULL), else what is wrong with it. */
+FG_HIDDEN flowgen_status fg_cache_read_entry(int fd, const char *path,
+                                             const char *expected_key, bool want_payload,
+                                             fg_cache_entry *e, const char **problem,
+                                             flowgen_error *err);
 
 #endif

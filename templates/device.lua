@@ -68,4 +68,17 @@ function M.of(spec)
   }
 end
 
+-- The figures of spec.device that differ from what the planner assumes
+-- without them, as the CLI's flags: {"--sms 66", ...}.  The generated
+-- file's header names them, so that an H200's runtime writes the same
+-- source as `flowgen` without flags (and the disk cache shares it).
+function M.flags(spec)
+  local d, out = spec.device or {}, {}
+  if d.sms ~= nil and d.sms ~= H200_SMS then out[#out + 1] = "--sms " .. d.sms end
+  if d.shared_per_block ~= nil and d.shared_per_block ~= shared_limit(spec.arch) then
+    out[#out + 1] = "--shared-per-block " .. d.shared_per_block
+  end
+  return out
+end
+
 return M

@@ -143,7 +143,9 @@ local function matrix_batches(ctx, chain, c)
   local sms, t = ctx.device.sms, ctx.tune
   local few = t:allows("mma", "mma16") and S.mma.variant(ctx, c.kind, 16, "16")
   local many = S.mma.variant(ctx, c.kind, 64, "")
-  local one = c.wgmma and t:allows("wgmma", "wgmma64") and chain.next
+  -- (wgmma64=FROM: mma16 serves the batches before it)
+  local one_from = t.ranges.wgmma64 and t.ranges.wgmma64.from
+  local one = c.wgmma and t:allows("wgmma", "wgmma64") and math.max(chain.next, one_from or 0)
   local few_last = few and (one and one - 1 or few.rows_per_block * sms)
   if few and few.rows_per_block < many.rows_per_block and few_last >= chain.next then chain:take(few, few_last) end
   if one then chain:take(S.wgmma.variant(ctx, 1), S.wgmma.rows * sms) end

@@ -170,16 +170,6 @@ static void test_device_changes_the_plan(void **state) {
  * all, for every precision, a large shape and the arch-specific target: a
  * module that `flowgen cache warm` compiled without --sms is the one a
  * sampler on an H200 looks up. */
-/* Removes the first line of text that holds needle. */
-static void drop_line_with(char *text, const char *needle) {
-  char *at = strstr(text, needle);
-  assert_non_null(at);
-  while (at > text && at[-1] != '\n') --at;
-  char *end = strchr(at, '\n');
-  end = end ? end + 1 : at + strlen(at);
-  memmove(at, end, strlen(end) + 1);
-}
-
 static void test_h200_plans_as_no_device(void **state) {
   (void)state;
   static const struct {
@@ -200,18 +190,11 @@ static void test_h200_plans_as_no_device(void **state) {
     flowgen_error err;
     if (flowgen_generate(&spec, NULL, &none, &err) || flowgen_generate(&spec, &h200, &told, &err))
       fail_msg("D=%d H=%d: %s", spec.dim, spec.hidden, err.message);
-    /* The same plan and kernels; only the header's command names the
-     * figures given (and the description the source's size). */
+    /* The same plan and the same bytes: the figures the planner assumes
+     * are not named in the header (the disk cache shares the module). */
     char *a = flowgen_kernel_describe(none), *b = flowgen_kernel_describe(told);
-    drop_line_with(a, "\"source_bytes\"");
-    drop_line_with(b, "\"source_bytes\"");
     assert_string_equal(a, b);
-    const char *sa = strstr(flowgen_kernel_source(none), "\n//\n// Integrates");
-    const char *sb = strstr(flowgen_kernel_source(told), "\n//\n// Integrates");
-    assert_non_null(sa);
-    assert_non_null(sb);
-    assert_string_equal(sa, sb);
-    assert_non_null(strstr(flowgen_kernel_source(told), " --sms 132 --shared-per-block 232448\n"));
+    assert_string_equal(flowgen_kernel_source(none), flowgen_kernel_source(told));
     free(a);
     free(b);
     flowgen_kernel_free(none);
