@@ -86,13 +86,13 @@ demo: cli
 	@echo "wrote $(BUILD)/demo/flow_d64_h256_s32_fp32.cu, $(BUILD)/demo/digits.png and $(BUILD)/demo/digits.npy"
 
 # The conditional digits model (examples/digits/train_cond.py: the class as
-# a one-hot c, C=10) drawn with classifier-free guidance w = 2: a row of 10
-# samples per class, 0 to 9.
+# a one-hot c, C=10) drawn with classifier-free guidance w = 2: --class all
+# draws --batch samples of each class, 0 to 9, a row of the picture each.
 COND_MODEL := examples/digits/digits_cond_d64_h256.safetensors
 demo-cond: cli
 	@mkdir -p $(BUILD)/demo
 	$(BUILD)/flowgen sample --weights $(COND_MODEL) --class all --guidance 2 \
-	  --steps 32 --batch 100 --seed 1 --png $(BUILD)/demo/digits_cond.png --png-columns 10 \
+	  --steps 32 --batch 10 --seed 1 --png $(BUILD)/demo/digits_cond.png \
 	  -o $(BUILD)/demo/digits_cond.npy -v
 	@echo "wrote $(BUILD)/demo/digits_cond.png and $(BUILD)/demo/digits_cond.npy"
 
