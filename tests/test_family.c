@@ -254,17 +254,18 @@ static void test_reference_matches_torch(void **state) {
 /* ---- the generated kernels (GPU) ---------------------------------------- */
 
 /* Every member in every precision, through the runtime, against torch's
- * float64.  fp32 is held to what PyTorch's own fp32 reaches on these models
- * (about 1e-7, checked here); the matrix-unit precisions to their operand
- * rounding, as in test_gpu_sample. */
+ * float64.  fp32 is held to the order of PyTorch's own fp32 error on these
+ * models (checked here too); the matrix-unit precisions to a few times what
+ * rounding the operands of every Linear layer to tf32, bf16 or fp16 (fp32
+ * sums) gives in PyTorch on the same fixtures. */
 static void test_kernels_match_torch(void **state) {
   (void)state;
   FG_SKIP_WITHOUT_GPU();
   static const struct {
     flowgen_precision precision;
     double tolerance;
-  } precisions[] = {{FLOWGEN_PRECISION_FP32, 1e-6}, {FLOWGEN_PRECISION_TF32, 1e-3},
-                    {FLOWGEN_PRECISION_BF16, 2e-2}, {FLOWGEN_PRECISION_FP16, 2e-2}};
+  } precisions[] = {{FLOWGEN_PRECISION_FP32, 1e-6}, {FLOWGEN_PRECISION_TF32, 3e-3},
+                    {FLOWGEN_PRECISION_BF16, 2e-2}, {FLOWGEN_PRECISION_FP16, 5e-3}};
   char *cache_dir = fg_test_mkdtemp();
   flowrt_options opts = {.disk_cache = 1, .cache_dir = cache_dir};
   flowrt_runtime *rt = NULL;
