@@ -164,6 +164,30 @@ static double max_relative_f32(const float *x, const double *ref, size_t n) {
   return e;
 }
 
+/* The fixture's rows repeated `copies` times: x0, cond, and torch's answer
+ * (the same for every copy, rows being independent). */
+typedef struct repeated {
+  int64_t batch;
+  float *x0, *cond;
+  double *expected;
+} repeated;
+
+static void *repeat_rows(const void *rows, size_t row_bytes, int64_t count, int64_t copies) {
+  if (!rows) return NULL;
+  unsigned char *out = malloc((size_t)(count * copies) * row_bytes);
+  assert_non_null(out);
+  for (int64_t c = 0; c < copies; ++c)
+    memcpy(out + (size_t)(c * count) * row_bytes, rows, (size_t)count * row_bytes);
+  return out;
+}
+
+static repeated repeat_fixture(const fixture *f, int64_t copies) {
+  const size_t D = (size_t)f->w->dim, C = (size_t)f->w->cond;
+  return (repeated){f->batch * copies, repeat_rows(f->x0, D * sizeof(float), f->batch, copies),
+                    repeat_rows(f->cond, C * sizeof(float), f->batch, copies),
+                    repeat_rows(f->expected_f64, D * sizeof(double), f->batch, copies)};
+}
+
 /* ---- the fixtures themselves -------------------------------------------- */
 
 /* The files cover every axis of the family, and the shapes flowgen infers
@@ -245,6 +269,23 @@ static void test_reference_matches_torch(void **state) {
                e64, REFERENCE_TOLERANCE);
     /* rounding the fp64 answer to fp32 loses half an ulp at most */
     assert_true(e32 <= 1e-7);
+
+    /* Hundreds of rows: the reference splits them over threads, each
+     * reading its own rows of x0 and cond. */
+    repeated b = repeat_fixture(&f, 100);
+    double *xb = malloc((size_t)b.batch * f.w->dim * sizeof *xb);
+    assert_non_null(xb);
+    if (flowrt_reference_cond_f64(&f.spec, f.w, b.x0, xb, b.cond, f.null_cond, f.guidance,
+                                  b.batch, &err))
+      fail_msg("%s B=%lld: %s", fixtures[i], (long long)b.batch, err.message);
+    double eb = max_relative(xb, b.expected, (size_t)b.batch * f.w->dim);
+    if (!(eb <= REFERENCE_TOLERANCE))
+      fail_msg("%s B=%lld: the fp64 reference differs from torch's float64 by %.3e", fixtures[i],
+               (long long)b.batch, eb);
+    free(xb);
+    free(b.x0);
+    free(b.cond);
+    free(b.expected);
     free(x);
     free(x32);
     free_fixture(&f);
@@ -258,6 +299,10 @@ static void test_reference_matches_torch(void **state) {
  * models (checked here too); the matrix-unit precisions to a few times what
  * rounding the operands of every Linear layer to tf32, bf16 or fp16 (fp32
  * sums) gives in PyTorch on the same fixtures. */
+/* Batches of a few rows and of a few thousand, so that the planner's small-
+ * and large-batch strategies both serve each member. */
+static const int64_t copies_per_run[] = {1, 1000};
+
 static void test_kernels_match_torch(void **state) {
   (void)state;
   FG_SKIP_WITHOUT_GPU();
@@ -274,32 +319,38 @@ static void test_kernels_match_torch(void **state) {
   for (size_t i = 0; i < FIXTURE_COUNT; ++i) {
     fixture f;
     load_fixture(fixtures[i], &f);
-    const size_t n = (size_t)f.batch * f.w->dim;
-    float *x = malloc(n * sizeof *x);
-    assert_non_null(x);
-    double torch32 = max_relative_f32(f.expected_f32, f.expected_f64, n);
+    double torch32 = max_relative_f32(f.expected_f32, f.expected_f64, (size_t)f.batch * f.w->dim);
     assert_true(torch32 <= 1e-6);
     for (size_t p = 0; p < sizeof precisions / sizeof *precisions; ++p) {
       flowgen_spec spec = f.spec;
       spec.precision = precisions[p].precision;
+      const char *precision = flowgen_precision_name(spec.precision);
       flowrt_sampler *s = NULL;
       if (flowrt_sampler_create(rt, &spec, f.w, &s, &err))
-        fail_msg("%s %s: %s", fixtures[i], flowgen_precision_name(spec.precision), err.message);
-      for (size_t k = 0; k < n; ++k) x[k] = NAN; /* poison */
-      flowgen_status st = f.cond ? flowrt_sample_host_cond(s, f.x0, x, f.cond, f.null_cond,
-                                                           f.guidance, f.batch, &err)
-                                 : flowrt_sample_host(s, f.x0, x, f.batch, &err);
-      if (st)
-        fail_msg("%s %s: %s", fixtures[i], flowgen_precision_name(spec.precision), err.message);
-      double e = max_relative_f32(x, f.expected_f64, n);
-      printf("# %-18s %s: kernel vs torch fp64 %.1e (torch fp32 %.1e)\n", fixtures[i],
-             flowgen_precision_name(spec.precision), e, torch32);
-      if (!(e <= precisions[p].tolerance))
-        fail_msg("%s %s: the kernel differs from torch's float64 by %.3e > %.0e", fixtures[i],
-                 flowgen_precision_name(spec.precision), e, precisions[p].tolerance);
+        fail_msg("%s %s: %s", fixtures[i], precision, err.message);
+      for (size_t r = 0; r < sizeof copies_per_run / sizeof *copies_per_run; ++r) {
+        repeated b = repeat_fixture(&f, copies_per_run[r]);
+        const size_t n = (size_t)b.batch * f.w->dim;
+        float *x = malloc(n * sizeof *x);
+        assert_non_null(x);
+        for (size_t k = 0; k < n; ++k) x[k] = NAN; /* poison */
+        flowgen_status st = f.cond ? flowrt_sample_host_cond(s, b.x0, x, b.cond, f.null_cond,
+                                                             f.guidance, b.batch, &err)
+                                   : flowrt_sample_host(s, b.x0, x, b.batch, &err);
+        if (st) fail_msg("%s %s B=%lld: %s", fixtures[i], precision, (long long)b.batch, err.message);
+        double e = max_relative_f32(x, b.expected, n);
+        printf("# %-18s %s B=%lld: kernel vs torch fp64 %.1e (torch fp32 %.1e)\n", fixtures[i],
+               precision, (long long)b.batch, e, torch32);
+        if (!(e <= precisions[p].tolerance))
+          fail_msg("%s %s B=%lld: the kernel differs from torch's float64 by %.3e > %.0e",
+                   fixtures[i], precision, (long long)b.batch, e, precisions[p].tolerance);
+        free(x);
+        free(b.x0);
+        free(b.cond);
+        free(b.expected);
+      }
       flowrt_sampler_destroy(s);
     }
-    free(x);
     free_fixture(&f);
   }
   flowrt_close(rt);
