@@ -59,7 +59,7 @@ TESTS    := $(patsubst %,$(BUILD)/tests/%,$(SLOW_TESTS)) \
               $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu check-layers bench probe launcher-bench demo deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu check-layers bench probe launcher-bench demo demo-cond deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -85,10 +85,22 @@ demo: cli
 	  --png $(BUILD)/demo/digits.png -o $(BUILD)/demo/digits.npy -v
 	@echo "wrote $(BUILD)/demo/flow_d64_h256_s32_fp32.cu, $(BUILD)/demo/digits.png and $(BUILD)/demo/digits.npy"
 
+# The conditional digits model (examples/digits/train_cond.py: the class as
+# a one-hot c, C=10) drawn with classifier-free guidance w = 2: --class all
+# draws --batch samples of each class, 0 to 9, a row of the picture each.
+COND_MODEL := examples/digits/digits_cond_d64_h256.safetensors
+demo-cond: cli
+	@mkdir -p $(BUILD)/demo
+	$(BUILD)/flowgen sample --weights $(COND_MODEL) --class all --guidance 2 \
+	  --steps 32 --batch 10 --seed 1 --png $(BUILD)/demo/digits_cond.png \
+	  -o $(BUILD)/demo/digits_cond.npy -v
+	@echo "wrote $(BUILD)/demo/digits_cond.png and $(BUILD)/demo/digits_cond.npy"
+
 help:
 	@echo "make deps       install the Debian packages the build needs"
 	@echo "make            build the libraries (.a, .so) and build/flowgen"
 	@echo "make demo       write the default kernel and sample the demo model"
+	@echo "make demo-cond  the conditional digits model, a row per class (guidance 2)"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
 	@echo "                (FLOWGEN_TEST_JOBS=N: test programs at a time; default the CPUs)"

@@ -2,19 +2,26 @@
 """Steps 2 and 3: sample with flowgen, then check against PyTorch and float64.
 
 Runs
-    flowgen sample --weights WEIGHTS --steps S --x0 X0 -o OUT --device gpu
+    flowgen sample --weights WEIGHTS --steps S --solver SOLVER --x0 X0 -o OUT
+                   --device gpu [--cond COND [--guidance W]]
 ($FLOWGEN, else ../../build/flowgen), integrates the same ODE in PyTorch
-(fp32, on the GPU when there is one) and in float64 numpy, and prints the
-relative L2 errors.  Exits 1 if flowgen differs from float64 by more than
---tolerance (1e-5), with flowgen's own exit code if flowgen fails.  Without
-torch installed the PyTorch comparison is skipped (numpy is enough for the
-float64 one).
+(fp32, on the GPU when there is one; flowgen_export.sample) and in float64
+numpy, and prints the relative L2 errors.  The model's activation, time
+embedding and input order come from the file's flowgen.* metadata (absent:
+silu, raw, x,t,c, the seed model).  Exits 1 if flowgen differs from float64
+by more than --tolerance (1e-5), with flowgen's own exit code if flowgen
+fails.  Without torch installed the PyTorch comparison is skipped (numpy is
+enough for the float64 one).
 
     python3 compare.py [--weights model.safetensors] [--x0 x0.npy] [--steps 32]
+                       [--solver euler] [--cond cond.npy] [--guidance W]
                        [--device gpu|cpu|auto] [--tolerance 1e-5]
 """
 import argparse
+import json
+import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -22,43 +29,110 @@ import numpy as np
 from safetensors.numpy import load_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KEYS = ["velocity.0.weight", "velocity.0.bias", "velocity.2.weight",
-        "velocity.2.bias", "velocity.4.weight", "velocity.4.bias"]
+
+ERF = np.vectorize(math.erf)
+ACTIVATIONS = {
+    "silu": lambda v: v / (1.0 + np.exp(-v)),
+    "gelu": lambda v: 0.5 * v * (1.0 + ERF(v / math.sqrt(2.0))),
+    "gelu_tanh": lambda v: 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi)
+                                                    * (v + 0.044715 * v ** 3))),
+    "relu": lambda v: np.maximum(v, 0.0),
+    "tanh": np.tanh,
+}
+# (c, a, b) of flowgen's solvers: see flowgen_export.SOLVERS.
+SOLVERS = {
+    "euler": ((0.5,), (0.0,), (1.0,)),
+    "midpoint": ((0.0, 0.5), (0.0, 0.5), (0.0, 1.0)),
+    "heun": ((0.0, 1.0), (0.0, 1.0), (0.5, 0.5)),
+    "rk4": ((0.0, 0.5, 0.5, 1.0), (0.0, 0.5, 0.5, 1.0), (1 / 6, 1 / 3, 1 / 3, 1 / 6)),
+}
 
 
-def sample_f64(weights, x0, steps):
-    """The model of export.Flow in float64 numpy: the oracle."""
-    w1, b1, w2, b2, w3, b3 = (weights[k].astype(np.float64) for k in KEYS)
-    silu = lambda v: v / (1.0 + np.exp(-v))
-    x = x0.astype(np.float64)
+def metadata(path):
+    """The file's __metadata__ (a dict, empty if none)."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(size)).get("__metadata__", {})
+
+
+def family(meta):
+    """act, time ("raw" or (K, SCALE)) and input order from the metadata."""
+    act = meta.get("flowgen.act", "silu")
+    parts = meta.get("flowgen.time", "raw").split(":")
+    time = "raw" if parts == ["raw"] else (int(parts[1]), float(parts[2]) if len(parts) == 3 else 1000.0)
+    return act, time, meta.get("flowgen.input", "x,t,c").split(",")
+
+
+def sample_f64(weights, meta, x0, steps, solver, cond, guidance):
+    """The family in float64 numpy: the oracle (guidance: null = zeros)."""
+    act, time, order = family(meta)
+    layers = sum(1 for k in weights if k.startswith("velocity.") and k.endswith(".weight"))
+    w = [weights[f"velocity.{2 * i}.weight"].astype(np.float64) for i in range(layers)]
+    b = [weights[f"velocity.{2 * i}.bias"].astype(np.float64) for i in range(layers)]
+    rows = x0.shape[0]
+
+    def tau(t):
+        if time == "raw":
+            return np.full((rows, 1), t)
+        half, scale = time[0] // 2, time[1]
+        angles = scale * t * 10000.0 ** (-np.arange(half) / half)
+        return np.tile(np.concatenate([np.sin(angles), np.cos(angles)]), (rows, 1))
+
+    def mlp(x, t, c):
+        parts = {"x": x, "t": tau(t), "c": c}
+        h = np.concatenate([parts[k] for k in order], axis=1)
+        for i in range(layers):
+            h = h @ w[i].T + b[i]
+            if i < layers - 1:
+                h = ACTIVATIONS[act](h)
+        return h
+
+    c = np.zeros((rows, 0)) if cond is None else np.broadcast_to(cond.astype(np.float64), (rows, cond.shape[1]))
+
+    def velocity(x, t):
+        v = mlp(x, t, c)
+        if guidance is not None:
+            v_u = mlp(x, t, np.zeros_like(c))
+            v = v_u + guidance * (v - v_u)
+        return v
+
+    cs, as_, bs = SOLVERS[solver]
+    x, dt = x0.astype(np.float64), 1.0 / steps
     for k in range(steps):
-        t = np.full((x.shape[0], 1), (k + 0.5) / steps)
-        h = silu(np.concatenate([x, t], axis=1) @ w1.T + b1)
-        h = silu(h @ w2.T + b2)
-        x = x + (1.0 / steps) * (h @ w3.T + b3)
+        total, v = 0.0, None
+        for ci, ai, bi in zip(cs, as_, bs):
+            v = velocity(x if v is None else x + dt * ai * v, (k + ci) / steps)
+            total = total + bi * v
+        x = x + dt * total
     return x
 
 
-def sample_torch_f32(weights_path, x0, steps):
-    """export.Flow with the saved weights, fp32; None without torch."""
+def sample_torch_f32(weights_path, meta, x0, steps, solver, cond, guidance):
+    """flowgen_export.sample with the saved weights, fp32; None without torch."""
     try:
         import torch
         from safetensors.torch import load_file as load_torch
     except ImportError:
         return None, "torch is not installed"
     sys.path.insert(0, HERE)
-    from export import Flow
+    import flowgen_export as fx
 
     # Plain fp32 products: TF32 would round the inputs to 10 mantissa bits.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    state = load_torch(weights_path)
-    dim, hidden = state["velocity.4.weight"].shape
-    model = Flow(dim, hidden).to(device)
+    state = {k: v for k, v in load_torch(weights_path).items() if k.startswith("velocity.")}
+    layers = len(state) // 2
+    hidden, inputs = state["velocity.0.weight"].shape
+    dim = state[f"velocity.{2 * layers - 2}.weight"].shape[0]
+    time = fx.TimeSpec(meta.get("flowgen.time", "raw"))
+    model = fx.FlowModel(dim, hidden, cond=inputs - dim - time.width, layers=layers,
+                         act=meta.get("flowgen.act", "silu"), time=time,
+                         input=meta.get("flowgen.input", "x,t,c"))
     model.load_state_dict(state)
-    with torch.no_grad():
-        x = model(torch.from_numpy(x0).to(device), steps)
+    model.to(device)
+    c = None if cond is None else torch.from_numpy(cond).to(device)
+    x = fx.sample(model, torch.from_numpy(x0).to(device), steps, solver, cond=c, guidance=guidance)
     return x.cpu().numpy(), device
 
 
@@ -73,7 +147,11 @@ def relative_l2(x, ref):
 def run_flowgen(a):
     flowgen = os.environ.get("FLOWGEN") or os.path.join(HERE, "..", "..", "build", "flowgen")
     cmd = [flowgen, "sample", "--weights", a.weights, "--steps", str(a.steps),
-           "--x0", a.x0, "-o", a.out, "--device", a.device]
+           "--solver", a.solver, "--x0", a.x0, "-o", a.out, "--device", a.device]
+    if a.cond:
+        cmd += ["--cond", a.cond]
+    if a.guidance is not None:
+        cmd += ["--guidance", repr(a.guidance)]
     print("$ " + " ".join(cmd), flush=True)
     try:
         done = subprocess.run(cmd)
@@ -90,6 +168,10 @@ def main():
     p.add_argument("--weights", default="model.safetensors")
     p.add_argument("--x0", default="x0.npy")
     p.add_argument("--steps", type=int, default=32)
+    p.add_argument("--solver", choices=sorted(SOLVERS), default="euler")
+    p.add_argument("--cond", help="B x C float32 conditioning (a conditional model; "
+                                  "default cond.npy when the model has C > 0)")
+    p.add_argument("--guidance", type=float, help="classifier-free guidance weight w")
     p.add_argument("--device", choices=["gpu", "cpu", "auto"], default="gpu",
                    help="passed to flowgen sample: gpu (default) runs the generated "
                         "kernel; cpu its float64 reference, to try this without a GPU")
@@ -99,18 +181,25 @@ def main():
     a = p.parse_args()
 
     weights = load_file(a.weights)
+    meta = metadata(a.weights)
     x0 = np.load(a.x0)
     if x0.dtype != np.float32 or x0.ndim != 2:
         sys.exit(f"compare: {a.x0} must be float32 [B, D], not {x0.dtype} {x0.shape}")
+    if not a.cond and int(meta.get("flowgen.cond", "0")) > 0:
+        a.cond = "cond.npy"
+    cond = np.load(a.cond).astype(np.float32) if a.cond else None
+    if a.guidance is not None and cond is None:
+        sys.exit("compare: --guidance needs a conditional model and --cond")
 
     x_flowgen = run_flowgen(a)
     if x_flowgen.shape != x0.shape:
         sys.exit(f"compare: {a.out} has shape {x_flowgen.shape}, expected {x0.shape}")
-    x_f64 = sample_f64(weights, x0, a.steps)
-    x_torch, where = sample_torch_f32(a.weights, x0, a.steps)
+    args = (x0, a.steps, a.solver, cond, a.guidance)
+    x_f64 = sample_f64(weights, meta, *args)
+    x_torch, where = sample_torch_f32(a.weights, meta, *args)
 
     err = relative_l2(x_flowgen, x_f64)
-    print(f"batch {x0.shape[0]}, D={x0.shape[1]}, {a.steps} steps: relative L2 error")
+    print(f"batch {x0.shape[0]}, D={x0.shape[1]}, {a.steps} {a.solver} steps: relative L2 error")
     print(f"  flowgen    vs float64     {err:.3e}")
     if x_torch is None:
         print(f"  (PyTorch comparison skipped: {where})")
