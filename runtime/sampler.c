@@ -387,13 +387,14 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   rt->modules = m;
   pthread_mutex_unlock(&rt->lock);
 
+  /* (m->key is read under the lock by others' lookups: set there, below) */
   if (!m->kernel) {
     st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
     stats->generate_ms = fg_now_ms() - t0;
-    if (!st && !(m->key = fg_module_key(flowgen_kernel_source(m->kernel),
-                                        flowgen_kernel_source_size(m->kernel),
-                                        rt->compile_arch, rt->target,
-                                        flowrt_nvrtc_version())))
+    if (!st && !(key = fg_module_key(flowgen_kernel_source(m->kernel),
+                                     flowgen_kernel_source_size(m->kernel),
+                                     rt->compile_arch, rt->target,
+                                     flowrt_nvrtc_version())))
       st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   }
   m->pack_stats.generate_ms = stats->generate_ms;
@@ -403,6 +404,8 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   stats->load_ms = m->pack_stats.load_ms;
 
   pthread_mutex_lock(&rt->lock);
+  if (!m->key) m->key = key;
+  else if (key != m->key) free(key);
   if (st) {
     fg_module **link = &rt->modules;
     while (*link != m) link = &(*link)->next;
