@@ -260,7 +260,20 @@ static CUresult called(int fn) {
   return CUDA_SUCCESS;
 }
 
+/* The runtime calls the driver from more than one thread (a variant built
+ * while the weights upload): each mock holds this lock while it keeps its
+ * books, released on every return (a cleanup variable). */
+static pthread_mutex_t fake_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t *fake_lock(void) {
+  pthread_mutex_lock(&fake_mutex);
+  return &fake_mutex;
+}
+static void fake_unlock(pthread_mutex_t **held) { pthread_mutex_unlock(*held); }
+#define FAKE_LOCK() \
+  pthread_mutex_t *fake_held_ __attribute__((cleanup(fake_unlock))) = fake_lock()
+
 #define ENTER(f)                                                              \
+  FAKE_LOCK();                                                                \
   do {                                                                        \
     CUresult fault_ = called(FN_##f);                                         \
     if (fault_ != CUDA_SUCCESS) return fault_;                                \
@@ -370,6 +383,7 @@ static CUresult mock_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
 }
 
 static CUresult mock_cuDevicePrimaryCtxRelease(CUdevice device) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuDevicePrimaryCtxRelease);
   if (device < 0 || device >= g.device_count) return CUDA_ERROR_INVALID_DEVICE;
   if (g.retained == 0) misuse("cuDevicePrimaryCtxRelease without a retain");
@@ -386,6 +400,7 @@ static CUresult mock_cuCtxPushCurrent(CUcontext ctx) {
 }
 
 static CUresult mock_cuCtxPopCurrent(CUcontext *ctx) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuCtxPopCurrent);
   if (g.ctx_depth == 0) {
     misuse("cuCtxPopCurrent with an empty context stack");
@@ -448,6 +463,7 @@ static fake_module *module_of(CUmodule handle, int *index) {
 }
 
 static CUresult mock_cuModuleUnload(CUmodule handle) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuModuleUnload);
   fake_module *m = module_of(handle, NULL);
   if (!m || m->unloaded) {
@@ -672,6 +688,7 @@ static CUresult mock_cuMemAlloc(CUdeviceptr *ptr, size_t bytes) {
 }
 
 static CUresult mock_cuMemFree(CUdeviceptr ptr) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuMemFree);
   for (int i = 0; i < g.nallocs; ++i) {
     fake_alloc *a = &g.allocs[i];
@@ -836,6 +853,7 @@ static nvrtcResult nv_called(int fn) {
 }
 
 #define NV_ENTER(f)                                                           \
+  FAKE_LOCK();                                                                \
   do {                                                                        \
     nvrtcResult fault_ = nv_called(NV_##f);                                   \
     if (fault_ != NVRTC_SUCCESS) return fault_;                               \
@@ -896,6 +914,7 @@ static nvrtcResult nvmock_nvrtcCreateProgram(nvrtcProgram *prog, const char *src
 }
 
 static nvrtcResult nvmock_nvrtcDestroyProgram(nvrtcProgram *prog) {
+  FAKE_LOCK();
   nvrtcResult r = nv_called(NV_nvrtcDestroyProgram);
   int i = prog ? program_of(*prog) : -1;
   if (i < 0) return NVRTC_ERROR_INVALID_PROGRAM;
@@ -909,6 +928,7 @@ static nvrtcResult nvmock_nvrtcDestroyProgram(nvrtcProgram *prog) {
 
 static nvrtcResult nvmock_nvrtcCompileProgram(nvrtcProgram prog, int count,
                                               const char *const *options) {
+  FAKE_LOCK();
   int i = program_of(prog);
   if (i < 0) return NVRTC_ERROR_INVALID_PROGRAM;
   for (int k = 0; k < count; ++k)
