@@ -30,6 +30,11 @@ int fg_cli_spec_option(int argc, char **argv, int *i, flowgen_spec *spec,
  * not one, -1 error (printed; exit code 2). */
 int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts);
 
+/* --batch N (0 to FG_CLI_BATCH_MAX): render the part that serves batch N
+ * (FLOWGEN_PART_BATCH).  1 taken, 0 not it, -1 error (printed; exit 2). */
+#define FG_CLI_BATCH_MAX (1LL << 40)
+int fg_cli_batch_option(int argc, char **argv, int *i, flowgen_options *opts);
+
 /* flowgen [kernel options] */
 typedef enum { FG_CLI_EMIT_CU, FG_CLI_EMIT_PTX, FG_CLI_EMIT_CUBIN } fg_cli_emit;
 

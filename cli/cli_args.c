@@ -134,6 +134,20 @@ int fg_cli_generate_option(int argc, char **argv, int *i, flowgen_options *opts)
   return 1;
 }
 
+int fg_cli_batch_option(int argc, char **argv, int *i, flowgen_options *opts) {
+  const char *value = NULL;
+  int taken = fg_cli_take(argc, argv, i, "--batch", &value);
+  if (taken <= 0) {
+    if (taken < 0) fg_cli_usage_error("%s needs a batch size", "--batch");
+    return taken;
+  }
+  long long n = 0;
+  if (parse_long("--batch", value, 0, FG_CLI_BATCH_MAX, &n)) return -1;
+  opts->part = FLOWGEN_PART_BATCH;
+  opts->batch = n;
+  return 1;
+}
+
 /* ---- flowgen [kernel options] ---------------------------------------------- */
 
 static int parse_emit(const char *value, fg_cli_emit *emit) {
@@ -178,7 +192,8 @@ int fg_cli_parse_generate(int argc, char **argv, fg_cli_generate_args *a) {
       if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
       continue;
     }
-    if ((taken = fg_cli_generate_option(argc, argv, &i, &a->opts)) != 0) {
+    if ((taken = fg_cli_generate_option(argc, argv, &i, &a->opts)) != 0 ||
+        (taken = fg_cli_batch_option(argc, argv, &i, &a->opts)) != 0) {
       if (taken < 0) return 2;
       continue;
     }

@@ -7,8 +7,10 @@ static const char cache_usage[] =
     "usage: flowgen cache dir           print the cache folder in effect\n"
     "       flowgen cache list          list the entries (file, size, target, state)\n"
     "       flowgen cache clear         remove every entry (files with flowgen's header)\n"
-    "       flowgen cache warm [--arch sm_XY] [kernel options]\n"
-    "                                   compile a kernel into the cache (no GPU needed);\n"
+    "       flowgen cache warm [--arch sm_XY] [--batch N] [kernel options]\n"
+    "                                   compile a kernel's pack part and every variant\n"
+    "                                   (--batch N: the one serving batch N) into the\n"
+    "                                   cache, in parallel (no GPU needed);\n"
     "                                   --template-dir, --tune, --sms and\n"
     "                                   --shared-per-block as the sampler's\n"
     "\n"
@@ -55,7 +57,8 @@ static int cache_warm(int argc, char **argv, const char *dir) {
     int taken = fg_cli_spec_option(argc, argv, &i, &spec, &err);
     if (taken < 0) return err.status ? flowgen_exit_code(err.status) : 2;
     if (taken) continue;
-    if ((taken = fg_cli_generate_option(argc, argv, &i, &opts))) {
+    if ((taken = fg_cli_generate_option(argc, argv, &i, &opts)) ||
+        (taken = fg_cli_batch_option(argc, argv, &i, &opts))) {
       if (taken < 0) return 2;
     } else if ((taken = fg_cli_take(argc, argv, &i, "--dir", &value))) {
       /* handled by the caller */
@@ -68,7 +71,10 @@ static int cache_warm(int argc, char **argv, const char *dir) {
     return fg_cli_fail(&err);
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(&spec, symbol, sizeof symbol);
-  printf("%s for sm_%d: %s\n", symbol, spec.arch,
+  char batch[48] = "";
+  if (opts.part == FLOWGEN_PART_BATCH)
+    snprintf(batch, sizeof batch, ", batch %lld", (long long)opts.batch);
+  printf("%s for sm_%d%s: %s\n", symbol, spec.arch, batch,
          was_cached ? "already cached" : "compiled and cached");
   return 0;
 }

@@ -98,7 +98,9 @@ static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weigh
   double t0 = now_ms();
   flowgen_status st = flowrt_open(&opts, &rt, err);
   double t_open = now_ms();
-  if (!st) st = flowrt_sampler_create(rt, &a->spec, w, &s, err);
+  /* The batch is known: its variant compiles while the weights go up. */
+  flowrt_sampler_options sopts = {.batch_hint = batch};
+  if (!st) st = flowrt_sampler_create_ex(rt, &a->spec, w, &sopts, &s, err);
   double t_create = now_ms();
   if (!st)
     st = flowrt_sample_host_cond(s, x0, x, c->cond, c->null_cond,
@@ -115,6 +117,18 @@ static flowgen_status sample_gpu(const fg_cli_sample_args *a, const flowrt_weigh
                               : "cache miss, compiled",
             t_open - t0, stats->generate_ms, stats->compile_ms, stats->load_ms,
             stats->upload_ms, t_create - t_open, t_sample - t_create);
+    /* Each part loaded: the pack kernel's, the variants' used. */
+    const flowgen_kernel *k = flowrt_sampler_kernel(s);
+    for (int i = -1; i < flowgen_kernel_variant_count(k); ++i) {
+      flowrt_part_stats p;
+      if (!flowrt_sampler_part_stats(s, i, &p)) continue;
+      fprintf(stderr,
+              "flowgen: part %s: %s, source %zu bytes, generate %.2f ms, compile %.1f ms, "
+              "load %.2f ms\n",
+              i < 0 ? "pack" : flowgen_kernel_variant(k, i)->strategy,
+              p.disk_hit ? "disk cache hit" : p.compile_ms > 0 ? "compiled" : "memory",
+              p.source_bytes, p.generate_ms, p.compile_ms, p.load_ms);
+    }
   }
   flowrt_sampler_destroy(s);
   flowrt_close(rt);

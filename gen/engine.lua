@@ -345,24 +345,66 @@ local function parse_tune(text)
   return t
 end
 
+-- The part of the plan to render (spec.part: "all", "pack", "variant" with
+-- spec.part_variant, 1-based, or "batch" with spec.part_batch): sets
+-- plan.part and plan.rendered, the variants whose kernels the source holds
+-- (a list, in plan order), and plan.pack, whether it holds the pack
+-- kernel.  The plan itself (its variants, their launch descriptions, the
+-- params layout) stays the whole plan's.
+local function select_part(spec, plan)
+  local part, variants = spec.part or "all", plan.variants
+  plan.part, plan.pack, plan.rendered = part, part ~= "variant", {}
+  if part == "all" then
+    for i = 1, #variants do plan.rendered[i] = variants[i] end
+    return {}
+  end
+  local chosen = {}
+  if part == "variant" then
+    local i = spec.part_variant
+    if not variants[i] then
+      refuse(string.format("variant %d: the plan has variants 0 to %d", i - 1, #variants - 1))
+    end
+    chosen[i] = true
+  elseif part == "batch" then
+    local b = spec.part_batch
+    for i, v in ipairs(variants) do
+      if b >= v.min_batch and (v.max_batch < 0 or b <= v.max_batch) then
+        chosen[i] = true
+        if v.cooperative then chosen[v.fallback] = true end
+        break
+      end
+    end
+  end
+  local indices = {}
+  for i = 1, #variants do
+    if chosen[i] then
+      plan.rendered[#plan.rendered + 1] = variants[i]
+      indices[#indices + 1] = i
+    end
+  end
+  return indices
+end
+
 -- Entry point from C: returns true, source pieces (C joins them: the
--- whole could pass the length limit of a string), variants | false,
--- message, refused (a planner's refusal of the shape rather than a template
--- error).
+-- whole could pass the length limit of a string), variants, the indices
+-- (1-based) of the variants rendered (empty: all, or the pack alone) |
+-- false, message, refused (a planner's refusal of the shape rather than a
+-- template error).
 function engine.generate(spec)
-  local ok, source, variants = xpcall(function()
+  local ok, source, variants, rendered = xpcall(function()
     spec.tune_text = spec.tune or ""
     spec.tune = parse_tune(spec.tune)
     local import = importer()
     local plan = make_plan(spec, import)
+    local indices = select_part(spec, plan)
     local buf = {}
     render_into(buf, plan.template, {spec = spec, plan = plan, import = import})
-    return buf, plain_variants(plan)
+    return buf, plain_variants(plan), indices
   end, function(e)
     if getmetatable(e) == Refusal then return e end
     return type(e) == "string" and e or ("error object is a " .. type(e))
   end)
-  if ok then return true, source, variants end
+  if ok then return true, source, variants, rendered end
   if getmetatable(source) == Refusal then return false, source.message, true end
   return false, source, false
 end

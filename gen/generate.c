@@ -17,6 +17,9 @@ struct flowgen_kernel {
   size_t source_size;
   int variant_count;
   flowgen_variant *variants;
+  flowgen_part part;
+  int64_t batch;     /* FLOWGEN_PART_BATCH's */
+  bool *rendered;    /* variant_count: whether the source holds its kernel */
 };
 
 /* ---- spec -> Lua ----------------------------------------------------------- */
@@ -134,6 +137,18 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
   }
   static const flowgen_device unknown;
   push_device(L, opts ? &opts->device : &unknown);
+  /* The part to render (templates/file.cut; the engine's select_part). */
+  static const char *const parts[] = {"all", "pack", "variant", "batch"};
+  lua_pushstring(L, parts[opts ? opts->part : FLOWGEN_PART_ALL]);
+  lua_setfield(L, -2, "part");
+  if (opts && opts->part == FLOWGEN_PART_VARIANT) {
+    lua_pushinteger(L, (lua_Integer)opts->variant + 1);
+    lua_setfield(L, -2, "part_variant");
+  }
+  if (opts && opts->part == FLOWGEN_PART_BATCH) {
+    lua_pushinteger(L, (lua_Integer)opts->batch);
+    lua_setfield(L, -2, "part_batch");
+  }
 }
 
 /* ---- variants (plain tables, checked by the engine) -------------------- */
@@ -401,7 +416,7 @@ typedef struct engine_call {
 } engine_call;
 
 /* engine.generate(spec) -> ok, source pieces or message, variants or
- * refused.
+ * refused, the rendered variants' indices.
  * Called through lua_pcall: building the spec table allocates, and an
  * allocation failure outside protected mode would be a panic. */
 static int call_engine(lua_State *L) {
@@ -409,8 +424,32 @@ static int call_engine(lua_State *L) {
   fg_sandbox_push_engine(c->sb);
   lua_getfield(L, -1, "generate");
   push_spec(L, c->spec, c->opts);
-  lua_call(L, 1, 3);
-  return 3;
+  lua_call(L, 1, 4);
+  return 4;
+}
+
+/* Which variants the source holds: every one for the whole file, else the
+ * engine's list of indices (on top, 1-based). */
+static flowgen_status read_rendered(lua_State *L, flowgen_kernel *k,
+                                    flowgen_error *err) {
+  if (!(k->rendered = calloc((size_t)k->variant_count, sizeof *k->rendered)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  if (k->part == FLOWGEN_PART_ALL) {
+    for (int i = 0; i < k->variant_count; ++i) k->rendered[i] = true;
+    return FLOWGEN_OK;
+  }
+  if (lua_type(L, -1) != LUA_TTABLE)
+    return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned no part");
+  size_t n = lua_rawlen(L, -1);
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, -1, (lua_Integer)i);
+    lua_Integer index = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (index < 1 || index > k->variant_count)
+      return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned a bad part");
+    k->rendered[index - 1] = true;
+  }
+  return FLOWGEN_OK;
 }
 
 static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
@@ -420,22 +459,39 @@ static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
   engine_call call = {sb, spec, opts};
   lua_pushcfunction(L, call_engine);
   lua_pushlightuserdata(L, &call);
-  if (lua_pcall(L, 1, 3, 0) != LUA_OK)
+  if (lua_pcall(L, 1, 4, 0) != LUA_OK)
     return fg_sandbox_failure(sb, lua_tostring(L, -1), err);
-  if (!lua_toboolean(L, -3)) {
-    const char *msg = lua_tostring(L, -2);
+  if (!lua_toboolean(L, -4)) {
+    const char *msg = lua_tostring(L, -3);
     if (!msg) msg = "unknown template error";
-    if (lua_toboolean(L, -1))
+    if (lua_toboolean(L, -2))
       return fg_fail(err, FLOWGEN_UNSUPPORTED, "%s", msg);
     return fg_sandbox_failure(sb, msg, err);
   }
-  if (lua_type(L, -2) != LUA_TTABLE || lua_type(L, -1) != LUA_TTABLE)
+  if (lua_type(L, -3) != LUA_TTABLE || lua_type(L, -2) != LUA_TTABLE)
     return fg_fail(err, FLOWGEN_INTERNAL, "template engine returned no source");
-  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -3);
   flowgen_status st = join_source(L, k, err);
   lua_pop(L, 1);
   if (!st) st = check_includes(k->source, k->source_size, err);
-  return st ? st : read_variants(L, k, err);
+  if (!st) {
+    lua_pushvalue(L, -2);
+    st = read_variants(L, k, err);
+    lua_pop(L, 1);
+  }
+  return st ? st : read_rendered(L, k, err);
+}
+
+static flowgen_status check_part(const flowgen_options *opts, flowgen_error *err) {
+  if (opts->part < FLOWGEN_PART_ALL || opts->part > FLOWGEN_PART_BATCH)
+    return fg_fail(err, FLOWGEN_INVALID, "options.part: %d is not a flowgen_part",
+                   (int)opts->part);
+  if (opts->part == FLOWGEN_PART_VARIANT && opts->variant < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "options.variant: %d is negative", opts->variant);
+  if (opts->part == FLOWGEN_PART_BATCH && opts->batch < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "options.batch: %lld is negative",
+                   (long long)opts->batch);
+  return FLOWGEN_OK;
 }
 
 flowgen_status flowgen_generate(const flowgen_spec *spec,
@@ -445,10 +501,13 @@ flowgen_status flowgen_generate(const flowgen_spec *spec,
   *out = NULL;
   flowgen_status st = flowgen_spec_validate(spec, err);
   if (!st && opts) st = fg_device_check(&opts->device, "device", err);
+  if (!st && opts) st = check_part(opts, err);
   if (st) return st;
   flowgen_kernel *k = calloc(1, sizeof *k);
   if (!k) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   k->spec = *spec;
+  k->part = opts ? opts->part : FLOWGEN_PART_ALL;
+  k->batch = k->part == FLOWGEN_PART_BATCH ? opts->batch : -1;
   /* Lua formats numbers with the C library: pin this thread to the "C"
    * locale so a caller's decimal comma never reaches the CUDA source. */
   locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
@@ -483,6 +542,7 @@ void flowgen_kernel_free(flowgen_kernel *k) {
     free((char *)k->variants[i].pack_symbol);
   }
   free(k->variants);
+  free(k->rendered);
   free(k->source);
   free(k);
 }
@@ -513,10 +573,20 @@ const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *k,
   return NULL;
 }
 
+flowgen_part flowgen_kernel_part(const flowgen_kernel *k) { return k->part; }
+
+bool flowgen_kernel_has_variant(const flowgen_kernel *k, int index) {
+  return index >= 0 && index < k->variant_count && k->rendered[index];
+}
+
+bool flowgen_kernel_has_pack(const flowgen_kernel *k) {
+  return k->part != FLOWGEN_PART_VARIANT;
+}
+
 /* ---- describe -------------------------------------------------------------- */
 
 /* fallback: an index into "variants", or -1. */
-static json_t *variant_json(const flowgen_variant *v) {
+static json_t *variant_json(const flowgen_variant *v, int fallback) {
   return json_pack(
       "{s:s, s:s, s:s, s:I, s:I, s:{s:i, s:i, s:i}, s:i, s:i, s:i, s:I, s:I, s:s, s:b, s:i, s:b}",
       "strategy", v->strategy, "symbol", v->symbol, "pack_symbol",
@@ -529,16 +599,27 @@ static json_t *variant_json(const flowgen_variant *v) {
       v->grid_blocks_per_sm > 0
           ? "x = SMs * grid_blocks_per_sm"
           : "x = ceil(batch / rows_per_block) * cluster_blocks",
-      "cooperative", v->cooperative, "fallback", v->fallback,
+      "cooperative", v->cooperative, "fallback", fallback,
       "nonportable_cluster", v->nonportable_cluster);
 }
 
 char *flowgen_kernel_describe(const flowgen_kernel *k) {
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(&k->spec, symbol, sizeof symbol);
+  /* The variants the source holds; a fallback as an index among them. */
   json_t *variants = json_array();
-  for (int i = 0; i < k->variant_count; ++i)
-    json_array_append_new(variants, variant_json(&k->variants[i]));
+  int first = -1;
+  for (int i = 0; i < k->variant_count; ++i) {
+    const flowgen_variant *v = &k->variants[i];
+    if (!k->rendered[i]) continue;
+    if (first < 0) first = i;
+    int fallback = -1;
+    if (v->fallback >= 0 && k->rendered[v->fallback]) {
+      fallback = 0;
+      for (int j = 0; j < v->fallback; ++j) fallback += k->rendered[j];
+    }
+    json_array_append_new(variants, variant_json(v, fallback));
+  }
   char arch[16];
   flowgen_spec_arch_name(&k->spec, arch, sizeof arch);
   json_t *root = json_pack(
@@ -547,7 +628,7 @@ char *flowgen_kernel_describe(const flowgen_kernel *k) {
       "hidden", flowgen_spec_hidden(&k->spec), "steps", k->spec.steps,
       "solver", flowgen_solver_name(k->spec.solver), "precision",
       flowgen_precision_name(k->spec.precision), "arch", arch, "strategy",
-      k->variant_count ? k->variants[0].strategy : "", "variants", variants,
+      first >= 0 ? k->variants[first].strategy : "", "variants", variants,
       "source_bytes", (json_int_t)k->source_size);
   if (!root) return NULL;
   /* The model family, as the flags take it. */
@@ -567,6 +648,12 @@ char *flowgen_kernel_describe(const flowgen_kernel *k) {
     return NULL;
   }
   json_decref(family);
+  static const char *const parts[] = {"all", "pack", "variant", "batch"};
+  if (k->part != FLOWGEN_PART_ALL) {
+    json_object_set_new(root, "part", json_string(parts[k->part]));
+    if (k->part == FLOWGEN_PART_BATCH)
+      json_object_set_new(root, "batch", json_integer((json_int_t)k->batch));
+  }
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(root);
   if (!text) return NULL;

@@ -225,6 +225,25 @@ typedef struct flowgen_device {
                                 FLOWGEN_DEVICE_CLUSTERS_MAX each */
 } flowgen_device;
 
+/* Which part of the plan flowgen_generate renders.  The plan (variants,
+ * launch descriptions, the packed weights' layout) is the whole plan's
+ * whichever part is rendered: one pack kernel and one params buffer serve
+ * every variant, so parts rendered separately work together. */
+typedef enum flowgen_part {
+  FLOWGEN_PART_ALL = 0,   /* every variant, the pack kernel (and the
+                             conditioning kernel), the host launcher if
+                             asked: the whole file */
+  FLOWGEN_PART_PACK,      /* the pack kernel (and the conditioning kernel)
+                             alone: what a runtime loads first */
+  FLOWGEN_PART_VARIANT,   /* variant `variant`'s kernel alone: what a
+                             runtime loads on the first launch it serves */
+  FLOWGEN_PART_BATCH,     /* the variant that serves `batch` (and, for a
+                             persistent grid, the variant it falls back
+                             to), the pack kernel and the host launcher if
+                             asked: a file for a fixed batch, whose
+                             launcher serves any batch with that variant */
+} flowgen_part;
+
 typedef struct flowgen_options {
   const char *template_dir;   /* NULL = the templates built into the library */
   bool host_launcher;         /* add extern "C" host functions (nvcc builds) */
@@ -237,6 +256,10 @@ typedef struct flowgen_options {
                                  ms; 0 = default (30 s, well above what the
                                  largest shape takes) */
   flowgen_device device;      /* the GPU to plan for; zeroed = an H200 */
+  flowgen_part part;          /* what to render; zeroed = all of it */
+  int variant;                /* FLOWGEN_PART_VARIANT: the variant's index
+                                 (0 to the variant count - 1) */
+  int64_t batch;              /* FLOWGEN_PART_BATCH: the batch size, >= 0 */
 } flowgen_options;
 
 /* One kernel entry point of the generated source and how it is launched:
@@ -289,8 +312,19 @@ const flowgen_variant *flowgen_kernel_variant(const flowgen_kernel *kernel,
 const flowgen_variant *flowgen_kernel_pick(const flowgen_kernel *kernel,
                                            int64_t batch);
 
+/* What the source holds: the part it was rendered as, and whether it holds
+ * variant index's kernel (every variant for FLOWGEN_PART_ALL, none for
+ * FLOWGEN_PART_PACK). */
+flowgen_part flowgen_kernel_part(const flowgen_kernel *kernel);
+bool flowgen_kernel_has_variant(const flowgen_kernel *kernel, int index);
+/* Whether the source holds the pack kernel (ALL, PACK, BATCH). */
+bool flowgen_kernel_has_pack(const flowgen_kernel *kernel);
+
 /* JSON describing the kernel (strategy, launch configuration, shared memory,
- * symbols).  Sorted keys, newline-terminated; free() the result. */
+ * symbols).  Sorted keys, newline-terminated; free() the result.  For a
+ * part other than ALL, "variants" lists the variants the source holds
+ * (fallback an index into that list, -1 if it is not there), and "part"
+ * (and for BATCH, "batch") say which part it is. */
 char *flowgen_kernel_describe(const flowgen_kernel *kernel);
 
 #ifdef __cplusplus

@@ -160,7 +160,8 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
                            flowgen_error *err);
 void flowrt_close(flowrt_runtime *rt);
 
-/* Where the last module came from, and what each phase cost. */
+/* What creating a sampler cost: the pack part's module (and, with a batch
+ * hint, the hinted variant's, built meanwhile), then the weights. */
 typedef struct flowrt_stats {
   bool memory_hit;        /* module found in this runtime's memory cache */
   bool disk_hit;          /* cubin read from the disk cache */
@@ -172,12 +173,57 @@ typedef struct flowrt_stats {
                              the above but the upload */
 } flowrt_stats;
 
-/* Generates, compiles (or finds in the cache), loads and uploads weights.
- * The weights must be of spec's model (flowrt_weights_check). */
+/* How one part of a sampler's kernels was obtained: the pack part (the
+ * pack and conditioning kernels) or a variant's (flowgen_part). */
+typedef struct flowrt_part_stats {
+  bool loaded;            /* the part is loaded (else the rest is zero) */
+  bool disk_hit;          /* its image came from the disk cache */
+  double generate_ms;     /* rendering its source */
+  double compile_ms;      /* NVRTC (0 on a hit) */
+  double load_ms;         /* cuModuleLoadData */
+  size_t source_bytes;    /* its source's size */
+} flowrt_part_stats;
+
+/* Options of a sampler; zeroed = the defaults. */
+typedef struct flowrt_sampler_options {
+  int64_t batch_hint;     /* > 0: the variant that serves this batch is
+                             compiled and loaded at creation, while the
+                             weights go up (its launches, also in graph
+                             capture, need nothing more); 0 = none */
+  bool compile_ahead;     /* every variant compiled and loaded in
+                             background threads (one a core, up to the
+                             variant count) from creation on; a launch
+                             waits only for its own variant.  A graph
+                             capture in global mode while they load may be
+                             invalidated: flowrt_sampler_prepare(s, -1)
+                             first */
+} flowrt_sampler_options;
+
+/* Generates and compiles (or finds in the cache) the pack kernel's part,
+ * loads it, uploads and packs the weights.  The variants' kernels are
+ * parts of their own, each compiled, cached and loaded on the first launch
+ * it serves (or by flowrt_sampler_prepare), once per runtime whatever the
+ * threads.  The weights must be of spec's model (flowrt_weights_check). */
 flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
                                      const flowgen_spec *spec,
                                      const flowrt_weights *weights,
                                      flowrt_sampler **out, flowgen_error *err);
+/* Same, with options (NULL = none, as flowrt_sampler_create). */
+flowgen_status flowrt_sampler_create_ex(flowrt_runtime *rt,
+                                        const flowgen_spec *spec,
+                                        const flowrt_weights *weights,
+                                        const flowrt_sampler_options *opts,
+                                        flowrt_sampler **out, flowgen_error *err);
+/* Loads the variant that serves batch now (outside graph capture: a launch
+ * in capture whose variant is not loaded fails with FLOWGEN_INVALID), or
+ * with batch -1 every variant; waits for those being built elsewhere. */
+flowgen_status flowrt_sampler_prepare(flowrt_sampler *sampler, int64_t batch,
+                                      flowgen_error *err);
+/* How part index was obtained: -1 the pack part, 0 to the variant count - 1
+ * a variant's.  False (and *out as is) for a part not loaded yet or an
+ * index out of range. */
+bool flowrt_sampler_part_stats(const flowrt_sampler *sampler, int index,
+                               flowrt_part_stats *out);
 void flowrt_sampler_destroy(flowrt_sampler *sampler);
 const flowrt_stats *flowrt_sampler_stats(const flowrt_sampler *sampler);
 const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *sampler);
@@ -257,8 +303,11 @@ flowgen_status flowrt_cache_clear(const char *dir, size_t *removed,
                                   flowgen_error *err);
 /* Compiles spec for sm_<arch> into the disk cache without a GPU, as a
  * sampler of a runtime with the same template folder, tune and device
- * figures (opts, NULL = none: an H200's) would look it up; its
- * host_launcher is ignored (runtimes launch the kernels themselves). */
+ * figures (opts, NULL = none: an H200's) would look it up: the pack part
+ * and every variant's part, in parallel (a thread a core), or with
+ * opts->part FLOWGEN_PART_BATCH the pack part and the variant that serves
+ * opts->batch (and its fallback).  Its host_launcher is ignored (runtimes
+ * launch the kernels themselves).  *was_cached: every part was. */
 flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
                                  const flowgen_options *opts, bool *was_cached,
                                  flowgen_error *err);

@@ -2,6 +2,9 @@
  * samplers and `flowgen cache warm`. */
 #include "module_cache.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include "cuda_api.h"
 #include "disk_cache.h"
 
@@ -92,6 +95,65 @@ flowgen_status fg_module_obtain(const char *dir, unsigned flags,
 
 /* ---- flowgen cache warm -------------------------------------------------- */
 
+/* The parts cache warm compiles: index -1 the pack part, else a variant's. */
+typedef struct warm_job {
+  const char *dir;
+  const flowgen_spec *spec;
+  flowgen_options opts;
+  const int *parts;
+  int count;
+  int next;               /* the next part a worker takes (under lock) */
+  pthread_mutex_t lock;
+  bool all_cached;
+  flowgen_status status;  /* the first failure */
+  flowgen_error err;
+} warm_job;
+
+/* Generates part index and finds it in the cache or compiles and stores it,
+ * as a sampler of the same runtime options would. */
+static flowgen_status warm_part(warm_job *j, int index, bool *cached, flowgen_error *err) {
+  flowgen_options gen = j->opts;
+  gen.part = index < 0 ? FLOWGEN_PART_PACK : FLOWGEN_PART_VARIANT;
+  gen.variant = index < 0 ? 0 : index;
+  flowgen_kernel *k = NULL;
+  flowgen_status st = flowgen_generate(j->spec, &gen, &k, err);
+  if (st) return st;
+  char symbol[FLOWGEN_NAME_MAX + 64], name[FLOWGEN_NAME_MAX + 160];
+  flowgen_spec_symbol(j->spec, symbol, sizeof symbol);
+  const flowgen_variant *v = index < 0 ? NULL : flowgen_kernel_variant(k, index);
+  snprintf(name, sizeof name, "%s_%s.cu", symbol, v ? v->strategy : "pack");
+  /* The samplers' path: an unreadable entry is a miss, rebuilt and
+   * replaced; but the store is what was asked for. */
+  fg_module_image image;
+  st = fg_module_obtain(j->dir, FG_MODULE_MUST_STORE, flowgen_kernel_source(k),
+                        flowgen_kernel_source_size(k), name, j->spec->arch,
+                        FLOWRT_TARGET_CUBIN, NULL, NULL, &image, err);
+  if (!st) *cached = image.disk_hit;
+  free(image.data);
+  flowgen_kernel_free(k);
+  return st;
+}
+
+static void *warm_worker(void *arg) {
+  warm_job *j = arg;
+  for (;;) {
+    pthread_mutex_lock(&j->lock);
+    int i = j->status || j->next >= j->count ? -2 : j->parts[j->next++];
+    pthread_mutex_unlock(&j->lock);
+    if (i == -2) return NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    bool cached = false;
+    flowgen_status st = warm_part(j, i, &cached, &err);
+    pthread_mutex_lock(&j->lock);
+    j->all_cached = j->all_cached && cached;
+    if (st && !j->status) {
+      j->status = st;
+      j->err = err;
+    }
+    pthread_mutex_unlock(&j->lock);
+  }
+}
+
 flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
                                  const flowgen_options *opts, bool *was_cached,
                                  flowgen_error *err) {
@@ -102,22 +164,52 @@ flowgen_status flowrt_cache_warm(const char *dir, const flowgen_spec *spec,
   if (!fg_nvrtc(err)) return err ? err->status : FLOWGEN_NO_NVRTC;
   flowgen_spec resolved = *spec;  /* as a sampler of this arch resolves it */
   resolved.arch_specific = fg_arch_specific(resolved.arch);
-  flowgen_options gen_opts = {0};
-  if (opts) gen_opts = *opts;
-  gen_opts.host_launcher = false;
-  flowgen_kernel *k = NULL;
-  if ((st = flowgen_generate(&resolved, &gen_opts, &k, err))) return st;
-  char name[FLOWGEN_NAME_MAX + 80];
-  flowgen_spec_symbol(&resolved, name, sizeof name - 4);
-  strcat(name, ".cu");
-  /* The samplers' path: an unreadable entry is a miss, rebuilt and
-   * replaced; but the store is what was asked for. */
-  fg_module_image image;
-  st = fg_module_obtain(path, FG_MODULE_MUST_STORE, flowgen_kernel_source(k),
-                        flowgen_kernel_source_size(k), name, resolved.arch,
-                        FLOWRT_TARGET_CUBIN, NULL, NULL, &image, err);
-  if (!st && was_cached) *was_cached = image.disk_hit;
-  free(image.data);
-  flowgen_kernel_free(k);
-  return st;
+  warm_job job = {.dir = path, .spec = &resolved, .all_cached = true};
+  if (opts) job.opts = *opts;
+  job.opts.host_launcher = false;
+  bool one_batch = job.opts.part == FLOWGEN_PART_BATCH;
+  if (!one_batch && job.opts.part != FLOWGEN_PART_ALL)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "cache warm: options.part must be FLOWGEN_PART_ALL (every variant) "
+                   "or FLOWGEN_PART_BATCH (the variant of one batch)");
+  /* The plan: which variants there are (and which serve the batch). */
+  flowgen_options plan_opts = job.opts;
+  plan_opts.part = FLOWGEN_PART_PACK;
+  flowgen_kernel *plan = NULL;
+  if ((st = flowgen_generate(&resolved, &plan_opts, &plan, err))) return st;
+  int n = flowgen_kernel_variant_count(plan);
+  int *parts = malloc((size_t)(n + 1) * sizeof *parts);
+  if (!parts) {
+    flowgen_kernel_free(plan);
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  }
+  parts[job.count++] = -1;
+  const flowgen_variant *picked = one_batch ? flowgen_kernel_pick(plan, job.opts.batch) : NULL;
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(plan, i);
+    bool wanted = !one_batch || v == picked ||
+                  (picked && picked->cooperative && i == picked->fallback);
+    if (wanted) parts[job.count++] = i;
+  }
+  flowgen_kernel_free(plan);
+  job.parts = parts;
+  /* NVRTC is thread-safe: a worker a core, up to the parts. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores < 1 ? 1 : cores < job.count ? (int)cores : job.count;
+  pthread_t *pool = calloc((size_t)threads, sizeof *pool);
+  pthread_mutex_init(&job.lock, NULL);
+  int started = 0;
+  while (pool && started < threads && pthread_create(&pool[started], NULL, warm_worker, &job) == 0)
+    ++started;
+  if (started == 0) warm_worker(&job);  /* no thread: this one does it all */
+  for (int t = 0; t < started; ++t) pthread_join(pool[t], NULL);
+  pthread_mutex_destroy(&job.lock);
+  free(pool);
+  free(parts);
+  if (job.status) {
+    if (err) *err = job.err;
+    return job.status;
+  }
+  if (was_cached) *was_cached = job.all_cached;
+  return FLOWGEN_OK;
 }

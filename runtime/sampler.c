@@ -7,22 +7,47 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* One loaded module, shared by the samplers of one spec.  Looked up by the
- * spec first (a hit skips generation: microseconds), then by source key. */
+/* A part's state.  NONE -> BUILDING (one thread generates, compiles and
+ * loads it, without the runtime's lock) -> READY, or back to NONE where
+ * that failed (the next use tries again).  Others that need it meanwhile
+ * wait on the runtime's `built` condition. */
+enum { PART_NONE, PART_BUILDING, PART_READY };
+
+/* One variant's module: its kernel alone (FLOWGEN_PART_VARIANT), compiled,
+ * cached and loaded on the first launch it serves. */
+typedef struct fg_part {
+  atomic_int state;           /* PART_*; READY is stored last (release) */
+  CUmodule module;
+  CUfunction function;
+  flowrt_part_stats stats;
+} fg_part;
+
+/* The modules of one spec, shared by its samplers: the pack kernel's (with
+ * the conditioning kernel), loaded when the first sampler is created, and
+ * one a variant, loaded on first use.  Looked up by the spec first (a hit
+ * skips generation: microseconds), then by the pack part's source key. */
 typedef struct fg_module {
   struct fg_module *next;
+  int state;                  /* PART_*, of the pack part (under the lock) */
   flowgen_spec spec;          /* with the arch resolved */
   bool by_spec;               /* built-in templates: spec -> source is fixed */
-  char *key;                  /* full key of the compiled image */
-  flowgen_kernel *kernel;     /* source and launch configuration */
-  CUmodule module;
+  char *key;                  /* full key of the pack part's image */
+  flowgen_kernel *kernel;     /* the plan, and the pack part's source */
+  CUmodule module;            /* the pack part's */
   CUfunction pack;
   CUfunction cond;            /* <symbol>_cond: conditional models only */
-  CUfunction *functions;      /* one per variant */
+  flowrt_part_stats pack_stats;
+  fg_part *parts;             /* one per variant */
+  pthread_t *ahead;           /* compile_ahead's threads, joined at close */
+  flowrt_runtime *ahead_rt;
+  int ahead_count;
+  int ahead_next;             /* the next variant they take (under the lock) */
 } fg_module;
 
 struct flowrt_runtime {
@@ -40,7 +65,9 @@ struct flowrt_runtime {
   bool disk_cache;
   flowrt_warn_fn warn;
   void *warn_ctx;
-  pthread_mutex_t lock;
+  pthread_mutex_t lock;       /* the module list and the parts' states;
+                                 never held during NVRTC */
+  pthread_cond_t built;       /* a part left PART_BUILDING */
   fg_module *modules;
 };
 
@@ -136,6 +163,7 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
   flowrt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   pthread_mutex_init(&rt->lock, NULL);
+  pthread_cond_init(&rt->built, NULL);
   if (opts) {
     rt->warn = opts->warn;
     rt->warn_ctx = opts->warn_ctx;
@@ -166,9 +194,14 @@ flowgen_status flowrt_open(const flowrt_options *opts, flowrt_runtime **out,
 }
 
 static void module_free(flowrt_runtime *rt, fg_module *m) {
+  for (int i = 0; i < m->ahead_count; ++i) pthread_join(m->ahead[i], NULL);
+  free(m->ahead);
+  int n = m->kernel ? flowgen_kernel_variant_count(m->kernel) : 0;
+  for (int i = 0; i < n && m->parts; ++i)
+    if (m->parts[i].module) rt->cu->cuModuleUnload(m->parts[i].module);
   if (m->module) rt->cu->cuModuleUnload(m->module);
   flowgen_kernel_free(m->kernel);
-  free(m->functions);
+  free(m->parts);
   free(m->key);
   free(m);
 }
@@ -186,6 +219,7 @@ void flowrt_close(flowrt_runtime *rt) {
     if (pushed) pop_ctx(rt);
     rt->cu->cuDevicePrimaryCtxRelease(rt->device);
   }
+  pthread_cond_destroy(&rt->built);
   pthread_mutex_destroy(&rt->lock);
   free(rt->template_dir);
   free(rt->tune);
@@ -221,47 +255,26 @@ static bool is_seed(const flowgen_spec *s) {
          !s->guidance;
 }
 
-static flowgen_status load_functions(flowrt_runtime *rt, fg_module *m,
-                                     flowgen_error *err) {
-  int n = flowgen_kernel_variant_count(m->kernel);
-  if (!(m->functions = calloc((size_t)n, sizeof *m->functions)))
-    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  const flowgen_variant *v0 = flowgen_kernel_variant(m->kernel, 0);
-  flowgen_status st =
-      FG_CU(err, rt->cu->cuModuleGetFunction(&m->pack, m->module, v0->pack_symbol));
-  if (!st && m->spec.cond) {
-    char symbol[FLOWGEN_NAME_MAX + 80];
-    flowgen_spec_symbol(&m->spec, symbol, sizeof symbol - 8);
-    strcat(symbol, "_cond");
-    st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->cond, m->module, symbol));
-  }
-  for (int i = 0; i < n && !st; ++i) {
-    const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
-    st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->functions[i], m->module, v->symbol));
-    if (!st && v->nonportable_cluster)
-      st = FG_CU(err, rt->cu->cuFuncSetAttribute(
-                          m->functions[i],
-                          CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
-    if (!st && v->shared_bytes > 48 * 1024)
-      st = FG_CU(err, rt->cu->cuFuncSetAttribute(
-                          m->functions[i],
-                          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                          (int)v->shared_bytes));
-  }
-  return st;
+/* The source file name NVRTC reports in its log: the symbol, and for a
+ * variant's part the variant's strategy. */
+static void part_name(const flowgen_spec *spec, const flowgen_variant *v, char *name,
+                      size_t size) {
+  char symbol[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(spec, symbol, sizeof symbol);
+  snprintf(name, size, "%s%s%s.cu", symbol, v ? "_" : "_pack", v ? v->strategy : "");
 }
 
-/* Compiles (or reads from disk) and loads the module for m->kernel.  A
- * disk-cached image that the driver rejects is compiled afresh. */
-static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
-                                   flowrt_stats *stats, flowgen_error *err) {
-  const char *src = flowgen_kernel_source(m->kernel);
-  size_t size = flowgen_kernel_source_size(m->kernel);
-  char name[FLOWGEN_NAME_MAX + 80];
-  flowgen_spec_symbol(&m->spec, name, sizeof name - 4);
-  strcat(name, ".cu");
+/* Compiles (or reads from disk) and loads a part's source.  A disk-cached
+ * image that the driver rejects is compiled afresh.  The context is
+ * current; the runtime's lock is not held (NVRTC runs here). */
+static flowgen_status load_part(flowrt_runtime *rt, const flowgen_kernel *k,
+                                const char *name, CUmodule *module,
+                                flowrt_part_stats *stats, flowgen_error *err) {
+  const char *src = flowgen_kernel_source(k);
+  size_t size = flowgen_kernel_source_size(k);
   const char *dir = rt->disk_cache ? rt->cache_dir : NULL;
   unsigned flags = 0;
+  stats->source_bytes = size;
   for (int attempt = 0;; ++attempt) {
     fg_module_image image;
     flowgen_status st = fg_module_obtain(dir, flags, src, size, name,
@@ -271,7 +284,7 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
     stats->disk_hit = image.disk_hit;
     stats->compile_ms += image.compile_ms;
     double t0 = fg_now_ms();
-    st = FG_CU(err, rt->cu->cuModuleLoadData(&m->module, image.data));
+    st = FG_CU(err, rt->cu->cuModuleLoadData(module, image.data));
     stats->load_ms += fg_now_ms() - t0;
     free(image.data);
     if (!st || !image.disk_hit || attempt > 0) return st;
@@ -279,8 +292,48 @@ static flowgen_status build_module(flowrt_runtime *rt, fg_module *m,
   }
 }
 
-/* Finds or makes the module for spec.  Modules stay loaded while the
- * runtime lives, so a later sampler of the same spec is a memory hit. */
+static flowgen_options part_options(const flowrt_runtime *rt, flowgen_part part,
+                                    int variant) {
+  return (flowgen_options){.template_dir = rt->template_dir, .tune = rt->tune,
+                           .device = rt->figures, .part = part, .variant = variant};
+}
+
+/* Builds the pack part of m (m->kernel generated): module, pack and cond
+ * functions, the variants' slots. */
+static flowgen_status build_pack(flowrt_runtime *rt, fg_module *m, flowgen_error *err) {
+  int n = flowgen_kernel_variant_count(m->kernel);
+  if (!(m->parts = calloc((size_t)n, sizeof *m->parts)))
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  char name[FLOWGEN_NAME_MAX + 96];
+  part_name(&m->spec, NULL, name, sizeof name);
+  flowgen_status st = load_part(rt, m->kernel, name, &m->module, &m->pack_stats, err);
+  const flowgen_variant *v0 = flowgen_kernel_variant(m->kernel, 0);
+  if (!st) st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->pack, m->module, v0->pack_symbol));
+  if (!st && m->spec.cond) {
+    char symbol[FLOWGEN_NAME_MAX + 80];
+    flowgen_spec_symbol(&m->spec, symbol, sizeof symbol - 8);
+    strcat(symbol, "_cond");
+    st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->cond, m->module, symbol));
+  }
+  return st;
+}
+
+/* The module of spec, from the list: by the spec (built-in templates), or
+ * by the pack part's key.  Under the lock. */
+static fg_module *find_module(flowrt_runtime *rt, const flowgen_spec *spec, bool by_spec,
+                              const char *key) {
+  for (fg_module *m = rt->modules; m; m = m->next) {
+    if (by_spec && m->by_spec && same_spec(&m->spec, spec)) return m;
+    if (key && m->key && strcmp(m->key, key) == 0) return m;
+  }
+  return NULL;
+}
+
+/* Finds or makes the module for spec: its pack part loaded.  Modules stay
+ * loaded while the runtime lives, so a later sampler of the same spec is a
+ * memory hit.  Two threads that create the first samplers of one spec at
+ * once build it once: the second waits for the first.  The context is
+ * current; the lock is taken here, and not held while compiling. */
 static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
                                  flowrt_stats *stats, fg_module **out,
                                  flowgen_error *err) {
@@ -288,46 +341,192 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
    * within one runtime only the spec varies (the device figures are set
    * once, in flowrt_open), so the spec alone finds a module. */
   bool by_spec = rt->template_dir == NULL && rt->tune == NULL;
-  for (fg_module *m = rt->modules; m && by_spec; m = m->next) {
-    if (m->by_spec && same_spec(&m->spec, spec)) {
-      stats->memory_hit = true;
-      *out = m;
-      return FLOWGEN_OK;
+  flowgen_options gen_opts = part_options(rt, FLOWGEN_PART_PACK, 0);
+  flowgen_kernel *kernel = NULL;
+  char *key = NULL;
+  flowgen_status st = FLOWGEN_OK;
+  double t0 = fg_now_ms();
+  /* Another template folder may render another source: the key finds it. */
+  if (!by_spec) {
+    st = flowgen_generate(spec, &gen_opts, &kernel, err);
+    stats->generate_ms = fg_now_ms() - t0;
+    if (!st && !(key = fg_module_key(flowgen_kernel_source(kernel),
+                                     flowgen_kernel_source_size(kernel),
+                                     rt->compile_arch, rt->target,
+                                     flowrt_nvrtc_version())))
+      st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+    if (st) {
+      flowgen_kernel_free(kernel);
+      return st;
     }
   }
-  fg_module *m = calloc(1, sizeof *m);
-  if (!m) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  pthread_mutex_lock(&rt->lock);
+  fg_module *m;
+  while ((m = find_module(rt, spec, by_spec, key)) && m->state != PART_READY)
+    pthread_cond_wait(&rt->built, &rt->lock);
+  if (m) {
+    pthread_mutex_unlock(&rt->lock);
+    stats->memory_hit = true;
+    flowgen_kernel_free(kernel);
+    free(key);
+    *out = m;
+    return FLOWGEN_OK;
+  }
+  if (!(m = calloc(1, sizeof *m))) {
+    pthread_mutex_unlock(&rt->lock);
+    flowgen_kernel_free(kernel);
+    free(key);
+    return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+  }
+  m->state = PART_BUILDING;
   m->spec = *spec;
   m->by_spec = by_spec;
-  flowgen_options gen_opts = {.template_dir = rt->template_dir, .tune = rt->tune,
-                              .device = rt->figures};
-  double t0 = fg_now_ms();
-  flowgen_status st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
-  stats->generate_ms = fg_now_ms() - t0;
-  if (!st && !(m->key = fg_module_key(flowgen_kernel_source(m->kernel),
-                                      flowgen_kernel_source_size(m->kernel),
-                                      rt->compile_arch, rt->target,
-                                      flowrt_nvrtc_version())))
-    st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  /* Same source under another spec (a template folder): share the module. */
-  for (fg_module *o = rt->modules; !st && o; o = o->next) {
-    if (strcmp(o->key, m->key) == 0) {
-      stats->memory_hit = true;
-      module_free(rt, m);
-      *out = o;
-      return FLOWGEN_OK;
-    }
+  m->kernel = kernel;
+  m->key = key;
+  m->next = rt->modules;
+  rt->modules = m;
+  pthread_mutex_unlock(&rt->lock);
+
+  /* (m->key is read under the lock by others' lookups: set there, below) */
+  if (!m->kernel) {
+    st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
+    stats->generate_ms = fg_now_ms() - t0;
+    if (!st && !(key = fg_module_key(flowgen_kernel_source(m->kernel),
+                                     flowgen_kernel_source_size(m->kernel),
+                                     rt->compile_arch, rt->target,
+                                     flowrt_nvrtc_version())))
+      st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   }
-  if (!st) st = build_module(rt, m, stats, err);
-  if (!st) st = load_functions(rt, m, err);
+  m->pack_stats.generate_ms = stats->generate_ms;
+  if (!st) st = build_pack(rt, m, err);
+  stats->disk_hit = m->pack_stats.disk_hit;
+  stats->compile_ms = m->pack_stats.compile_ms;
+  stats->load_ms = m->pack_stats.load_ms;
+
+  pthread_mutex_lock(&rt->lock);
+  if (!m->key) m->key = key;
+  else if (key != m->key) free(key);
+  if (st) {
+    fg_module **link = &rt->modules;
+    while (*link != m) link = &(*link)->next;
+    *link = m->next;
+  } else {
+    m->state = PART_READY;
+  }
+  pthread_cond_broadcast(&rt->built);
+  pthread_mutex_unlock(&rt->lock);
   if (st) {
     module_free(rt, m);
     return st;
   }
-  m->next = rt->modules;
-  rt->modules = m;
   *out = m;
   return FLOWGEN_OK;
+}
+
+/* Builds variant i's part (state BUILDING, owned by this thread): generates
+ * its source, compiles or reads it, loads it.  No lock held. */
+static flowgen_status build_variant(flowrt_runtime *rt, fg_module *m, int i,
+                                    CUmodule *module, CUfunction *function,
+                                    flowrt_part_stats *stats, flowgen_error *err) {
+  flowgen_options gen_opts = part_options(rt, FLOWGEN_PART_VARIANT, i);
+  flowgen_kernel *k = NULL;
+  const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
+  double t0 = fg_now_ms();
+  flowgen_status st = flowgen_generate(&m->spec, &gen_opts, &k, err);
+  stats->generate_ms = fg_now_ms() - t0;
+  char name[FLOWGEN_NAME_MAX + 96];
+  part_name(&m->spec, v, name, sizeof name);
+  if (!st) st = push_ctx(rt, err);
+  if (st) {
+    flowgen_kernel_free(k);
+    return st;
+  }
+  st = load_part(rt, k, name, module, stats, err);
+  flowgen_kernel_free(k);
+  if (!st) st = FG_CU(err, rt->cu->cuModuleGetFunction(function, *module, v->symbol));
+  if (!st && v->nonportable_cluster)
+    st = FG_CU(err, rt->cu->cuFuncSetAttribute(
+                        *function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  if (!st && v->shared_bytes > 48 * 1024)
+    st = FG_CU(err, rt->cu->cuFuncSetAttribute(
+                        *function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        (int)v->shared_bytes));
+  if (st && *module) {
+    rt->cu->cuModuleUnload(*module);
+    *module = NULL;
+  }
+  pop_ctx(rt);
+  return st;
+}
+
+/* Makes variant i of m loaded: at once where it is, else builds it here, or
+ * waits for the thread that builds it.  *built says whether this call
+ * built it. */
+static flowgen_status ensure_variant(flowrt_runtime *rt, fg_module *m, int i, bool *built,
+                                     flowgen_error *err) {
+  fg_part *p = &m->parts[i];
+  if (built) *built = false;
+  if (atomic_load_explicit(&p->state, memory_order_acquire) == PART_READY) return FLOWGEN_OK;
+  pthread_mutex_lock(&rt->lock);
+  while (atomic_load_explicit(&p->state, memory_order_relaxed) == PART_BUILDING)
+    pthread_cond_wait(&rt->built, &rt->lock);
+  if (atomic_load_explicit(&p->state, memory_order_relaxed) == PART_READY) {
+    pthread_mutex_unlock(&rt->lock);
+    return FLOWGEN_OK;
+  }
+  atomic_store_explicit(&p->state, PART_BUILDING, memory_order_relaxed);
+  pthread_mutex_unlock(&rt->lock);
+
+  CUmodule module = NULL;
+  CUfunction function = NULL;
+  flowrt_part_stats stats = {0};
+  flowgen_status st = build_variant(rt, m, i, &module, &function, &stats, err);
+
+  pthread_mutex_lock(&rt->lock);
+  if (!st) {
+    stats.loaded = true;
+    p->module = module;
+    p->function = function;
+    p->stats = stats;
+  }
+  atomic_store_explicit(&p->state, st ? PART_NONE : PART_READY, memory_order_release);
+  pthread_cond_broadcast(&rt->built);
+  pthread_mutex_unlock(&rt->lock);
+  if (built) *built = !st;
+  return st;
+}
+
+/* compile_ahead: each thread takes the next variant not yet taken. */
+static void *compile_ahead(void *arg) {
+  fg_module *m = arg;
+  flowrt_runtime *rt = m->ahead_rt;
+  int n = flowgen_kernel_variant_count(m->kernel);
+  for (;;) {
+    pthread_mutex_lock(&rt->lock);
+    int i = m->ahead_next < n ? m->ahead_next++ : -1;
+    pthread_mutex_unlock(&rt->lock);
+    if (i < 0) return NULL;
+    /* A failure is the launch's to report: it tries again. */
+    ensure_variant(rt, m, i, NULL, NULL);
+  }
+}
+
+/* Starts compile_ahead's threads for m, once: min(cores, variants). */
+static void start_ahead(flowrt_runtime *rt, fg_module *m) {
+  int n = flowgen_kernel_variant_count(m->kernel);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores < 1 ? 1 : cores < n ? (int)cores : n;
+  pthread_mutex_lock(&rt->lock);
+  bool start = !m->ahead && (m->ahead = calloc((size_t)threads, sizeof *m->ahead));
+  if (start) m->ahead_rt = rt;
+  pthread_mutex_unlock(&rt->lock);
+  /* Only this thread starts them (m->ahead was set under the lock). */
+  for (int t = 0; start && t < threads; ++t) {
+    if (pthread_create(&m->ahead[t], NULL, compile_ahead, m) != 0) break;
+    pthread_mutex_lock(&rt->lock);
+    m->ahead_count = t + 1;
+    pthread_mutex_unlock(&rt->lock);
+  }
 }
 
 /* ---- samplers --------------------------------------------------------------- */
@@ -382,13 +581,44 @@ static flowgen_status upload_weights(flowrt_sampler *s,
   return st;
 }
 
-flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
-                                     const flowgen_spec *spec,
-                                     const flowrt_weights *weights,
-                                     flowrt_sampler **out, flowgen_error *err) {
+/* The hinted variant's build, in a thread of its own while the weights
+ * go up and the pack kernel runs. */
+typedef struct hint_job {
+  flowrt_runtime *rt;
+  fg_module *m;
+  int index;
+  bool built;
+  flowgen_status status;
+  flowgen_error err;
+} hint_job;
+
+static void *build_hinted(void *arg) {
+  hint_job *j = arg;
+  j->status = ensure_variant(j->rt, j->m, j->index, &j->built, &j->err);
+  /* a persistent grid's fallback too: its launch may be refused */
+  const flowgen_variant *v = flowgen_kernel_variant(j->m->kernel, j->index);
+  if (!j->status && v->cooperative)
+    j->status = ensure_variant(j->rt, j->m, v->fallback, NULL, &j->err);
+  return NULL;
+}
+
+/* The index of the variant that serves batch rows in m's plan. */
+static int variant_for(const fg_module *m, int64_t rows) {
+  const flowgen_variant *v = flowgen_kernel_pick(m->kernel, rows);
+  return v ? (int)(v - flowgen_kernel_variant(m->kernel, 0)) : -1;
+}
+
+flowgen_status flowrt_sampler_create_ex(flowrt_runtime *rt, const flowgen_spec *spec,
+                                        const flowrt_weights *weights,
+                                        const flowrt_sampler_options *opts,
+                                        flowrt_sampler **out, flowgen_error *err) {
+  if (!out) return fg_fail(err, FLOWGEN_INVALID, "out is NULL");
   *out = NULL;
   if (!rt || !spec || !weights)
     return fg_fail(err, FLOWGEN_INVALID, "runtime, spec and weights are required");
+  if (opts && opts->batch_hint < 0)
+    return fg_fail(err, FLOWGEN_INVALID, "options.batch_hint: %lld is negative",
+                   (long long)opts->batch_hint);
   flowgen_status st = flowgen_spec_validate(spec, err);
   if (!st) st = flowrt_weights_check(weights, spec, err);
   if (st) return st;
@@ -403,27 +633,93 @@ flowgen_status flowrt_sampler_create(flowrt_runtime *rt,
   resolved.arch = rt->compile_arch;
   resolve_arch_specific(&resolved);
 
-  pthread_mutex_lock(&rt->lock);
   st = push_ctx(rt, err);
-  if (!st) {
-    double t0 = fg_now_ms();
-    st = get_module(rt, &resolved, &s->stats, &s->mod, err);
-    s->stats.module_ms = fg_now_ms() - t0;
-    if (!st) {
-      t0 = fg_now_ms();
-      st = upload_weights(s, weights, err);
-      s->stats.upload_ms = fg_now_ms() - t0;
-    }
-    if (st && s->params) rt->cu->cuMemFree(s->params);
-    pop_ctx(rt);
+  if (st) {
+    free(s);
+    return st;
   }
-  pthread_mutex_unlock(&rt->lock);
+  double t0 = fg_now_ms();
+  st = get_module(rt, &resolved, &s->stats, &s->mod, err);
+  s->stats.module_ms = fg_now_ms() - t0;
+  /* The hinted variant compiles while the weights go up and are packed. */
+  hint_job job = {.rt = rt, .m = s->mod, .index = -1};
+  pthread_t thread;
+  bool threaded = false;
+  if (!st && opts && opts->batch_hint > 0) {
+    job.index = variant_for(s->mod, opts->batch_hint);
+    threaded = job.index >= 0 && pthread_create(&thread, NULL, build_hinted, &job) == 0;
+  }
+  if (!st && opts && opts->compile_ahead) start_ahead(rt, s->mod);
+  if (!st) {
+    t0 = fg_now_ms();
+    st = upload_weights(s, weights, err);
+    s->stats.upload_ms = fg_now_ms() - t0;
+  }
+  if (threaded) pthread_join(thread, NULL);
+  else if (job.index >= 0 && !st) build_hinted(&job);
+  if (!st && job.index >= 0 && job.status) {
+    st = job.status;
+    if (err) *err = job.err;
+  }
+  if (!st && job.index >= 0) {
+    const flowrt_part_stats *p = &s->mod->parts[job.index].stats;
+    if (job.built) {
+      s->stats.generate_ms += p->generate_ms;
+      s->stats.compile_ms += p->compile_ms;
+      s->stats.load_ms += p->load_ms;
+    }
+    /* its wait after the upload: what it added to the module's figure */
+    s->stats.module_ms = fg_now_ms() - t0 - s->stats.upload_ms + s->stats.module_ms;
+  }
+  if (st && s->params) rt->cu->cuMemFree(s->params);
+  pop_ctx(rt);
   if (st) {
     free(s);
     return st;
   }
   *out = s;
   return FLOWGEN_OK;
+}
+
+flowgen_status flowrt_sampler_create(flowrt_runtime *rt, const flowgen_spec *spec,
+                                     const flowrt_weights *weights,
+                                     flowrt_sampler **out, flowgen_error *err) {
+  return flowrt_sampler_create_ex(rt, spec, weights, NULL, out, err);
+}
+
+flowgen_status flowrt_sampler_prepare(flowrt_sampler *s, int64_t batch,
+                                      flowgen_error *err) {
+  if (!s) return fg_fail(err, FLOWGEN_INVALID, "sampler is NULL");
+  if (batch < -1)
+    return fg_fail(err, FLOWGEN_INVALID, "batch %lld is negative (-1: every variant)",
+                   (long long)batch);
+  fg_module *m = s->mod;
+  int n = flowgen_kernel_variant_count(m->kernel);
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
+    bool serves = batch < 0 || (batch >= v->min_batch && (v->max_batch < 0 || batch <= v->max_batch));
+    if (batch == 0 || !serves) continue;
+    flowgen_status st = ensure_variant(s->rt, m, i, NULL, err);
+    /* a persistent grid's fallback too: its launch may be refused */
+    if (!st && v->cooperative) st = ensure_variant(s->rt, m, v->fallback, NULL, err);
+    if (st) return st;
+  }
+  return FLOWGEN_OK;
+}
+
+bool flowrt_sampler_part_stats(const flowrt_sampler *s, int index, flowrt_part_stats *out) {
+  if (!s || !out) return false;
+  const fg_module *m = s->mod;
+  if (index == -1) {
+    *out = m->pack_stats;
+    out->loaded = true;
+    return true;
+  }
+  if (index < 0 || index >= flowgen_kernel_variant_count(m->kernel)) return false;
+  pthread_mutex_lock(&s->rt->lock);
+  *out = m->parts[index].stats;
+  pthread_mutex_unlock(&s->rt->lock);
+  return out->loaded;
 }
 
 void flowrt_sampler_destroy(flowrt_sampler *s) {
@@ -460,6 +756,7 @@ typedef struct launch_args {
  * model also (cond_bias, guidance): the workspace the cond kernel filled. */
 static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, launch_args *a,
                        void *stream) {
+  /* (loaded: sample() made sure, with an acquire of its state) */
   flowrt_runtime *rt = s->rt;
   int64_t blocks = (a->rows + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks;
   if (v->grid_blocks_per_sm > 0) blocks = (int64_t)rt->figures.sms * v->grid_blocks_per_sm;
@@ -484,7 +781,7 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, launch_args 
   void *args[] = {&a->x0, &a->x, &a->rows, &s->params, &s->workspace, &a->guidance};
   const flowgen_kernel *k = s->mod->kernel;
   int index = (int)(v - flowgen_kernel_variant(k, 0));
-  return rt->cu->cuLaunchKernelEx(&cfg, s->mod->functions[index], args, NULL);
+  return rt->cu->cuLaunchKernelEx(&cfg, s->mod->parts[index].function, args, NULL);
 }
 
 /* The conditioning's bias of the first layer, once per launch:
@@ -591,6 +888,31 @@ static flowgen_status check_launch(const flowrt_sampler *s, int64_t batch, uint6
   return FLOWGEN_OK;
 }
 
+/* Variant index loaded before its first launch: built here (or waited
+ * for) unless the stream is capturing a graph, where a module load does not
+ * belong (it is no stream work, and may synchronize): a clear error then. */
+static flowgen_status load_for_launch(flowrt_sampler *s, int index, int64_t rows,
+                                      void *stream, flowgen_error *err) {
+  fg_part *p = &s->mod->parts[index];
+  if (atomic_load_explicit(&p->state, memory_order_acquire) == PART_READY) return FLOWGEN_OK;
+  flowrt_runtime *rt = s->rt;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  flowgen_status st = push_ctx(rt, err);
+  if (st) return st;
+  st = FG_CU(err, rt->cu->cuStreamIsCapturing((CUstream)stream, &capture));
+  pop_ctx(rt);
+  if (st) return st;
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return fg_fail(err, FLOWGEN_INVALID,
+                   "batch %lld is served by variant %d (%s), which is not loaded yet, and "
+                   "a module cannot be loaded during CUDA graph capture: create the "
+                   "sampler with flowrt_sampler_options.batch_hint = %lld, or call "
+                   "flowrt_sampler_prepare(sampler, %lld) before the capture",
+                   (long long)rows, index, flowgen_kernel_variant(s->mod->kernel, index)->strategy,
+                   (long long)rows, (long long)rows);
+  return ensure_variant(rt, s->mod, index, NULL, err);
+}
+
 static flowgen_status sample(flowrt_sampler *s, launch_args *a, void *stream,
                              flowgen_error *err) {
   const flowgen_kernel *k = s->mod->kernel;
@@ -600,7 +922,11 @@ static flowgen_status sample(flowrt_sampler *s, launch_args *a, void *stream,
   if ((a->rows + v->rows_per_block - 1) / v->rows_per_block * v->cluster_blocks > 0x7fffffff)
     return fg_fail(err, FLOWGEN_INVALID, "batch %lld needs more than 2^31-1 blocks", a->rows);
   flowrt_runtime *rt = s->rt;
-  flowgen_status st = push_ctx(rt, err);
+  int index = (int)(v - flowgen_kernel_variant(k, 0));
+  const flowgen_variant *fallback = v->cooperative ? flowgen_kernel_variant(k, v->fallback) : NULL;
+  flowgen_status st = load_for_launch(s, index, a->rows, stream, err);
+  if (!st && fallback) st = load_for_launch(s, v->fallback, a->rows, stream, err);
+  if (!st) st = push_ctx(rt, err);
   if (st) return st;
   if (s->cond) st = grow_workspace(s, a->rows, stream, true, err);
   if (!st && s->cond) st = fg_cuda_check(launch_cond(s, a, stream), "cuLaunchKernelEx", err);
@@ -613,7 +939,6 @@ static flowgen_status sample(flowrt_sampler *s, launch_args *a, void *stream,
    * cooperative grid cannot be resident at once: its fallback serves the
    * batch instead (every variant serves any batch; the ranges are for
    * speed), as in the generated host launcher. */
-  const flowgen_variant *fallback = v->cooperative ? flowgen_kernel_variant(k, v->fallback) : NULL;
   if (result == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && fallback)
     result = launch(s, fallback, a, stream);
   st = fg_cuda_check(result, "cuLaunchKernelEx", err);

@@ -459,6 +459,14 @@ static void test_help_and_version(void **state) {
 static const struct {
   const char *args, *names;
 } bad_args[] = {
+    {"--batch -1", "--batch"},
+    {"--batch x", "--batch"},
+    {"--batch 8x", "--batch"},
+    {"--batch", "--batch"},
+    {"--batch=", "--batch"},
+    {"--batch 1099511627777", "--batch"},
+    {"--describe --batch -3", "--batch"},
+    {"--emit cubin --batch abc -o /dev/null", "--batch"},
     {"--dim 0", "--dim"},
     {"--dim -1", "--dim"},
     {"--dim abc", "--dim"},
@@ -509,6 +517,40 @@ static void test_usage_errors(void **state) {
     cli_free(&r);
   }
   if (problems[0]) fail_msg("usage errors:%s", problems);
+}
+
+/* --batch N: the variant that serves batch N with the pack kernel (and the
+ * host launcher), nothing else; --describe lists that variant alone. */
+static void test_batch_file(void **state) {
+  (void)state;
+  cli_result all = flowgen("--describe");
+  assert_int_equal(all.code, 0);
+  cli_result r = flowgen("--batch 8 --describe");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "\"part\": \"batch\""));
+  assert_non_null(strstr(r.out, "\"batch\": 8"));
+  assert_non_null(strstr(r.out, "\"symbol\": \"flow_d64_h256_s32_fp32_cluster4_r1\""));
+  int symbols = 0;
+  for (const char *p = strstr(r.out, "\"symbol\""); p; p = strstr(p + 1, "\"symbol\"")) ++symbols;
+  assert_int_equal(symbols, 1);
+  assert_null(strstr(all.out, "\"part\""));
+  cli_free(&r);
+  cli_free(&all);
+  r = flowgen("--batch 8 --host-launcher");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "flowgen --dim 64 --hidden 256 --steps 32 --solver euler "
+                                "--precision fp32 --arch sm_90 --host-launcher --batch 8"));
+  assert_non_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_cluster4_r1("));
+  assert_non_null(strstr(r.out, "void flow_d64_h256_s32_fp32_pack("));
+  assert_non_null(strstr(r.out, "flow_d64_h256_s32_fp32_launch("));
+  assert_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_cluster4_r2("));
+  assert_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_tiled("));
+  cli_free(&r);
+  /* without --batch, every variant as before */
+  r = flowgen("%s", "");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_cluster4_r2("));
+  cli_free(&r);
 }
 
 /* A failing run leaves an existing output file as it was. */
@@ -623,6 +665,7 @@ int main(void) {
       T(test_emit_ptx_and_cubin),
       T(test_help_and_version),
       T(test_usage_errors),
+      T(test_batch_file),
       T(test_failure_keeps_existing_output),
       T(test_unwritable_output),
       T(test_empty_template_dir),

@@ -1048,21 +1048,27 @@ static int count_lines(const char *text) {
 }
 
 /* The one entry file in the cache folder. */
-static void only_entry(const cli_fixture *f, char path[PATH_SIZE]) {
+/* One entry of the cache (the first by name); asserts there are `count`. */
+static void one_entry(const cli_fixture *f, int count, char path[PATH_SIZE]) {
   DIR *d = opendir(f->cache);
   assert_non_null(d);
   int found = 0;
+  char first[256] = "";
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_name[0] == '.') continue;
     assert_non_null(strstr(e->d_name, ".fgc"));
-    fg_test_path_join(path, f->cache, e->d_name);
+    if (!first[0] || strcmp(e->d_name, first) < 0) snprintf(first, sizeof first, "%s", e->d_name);
     ++found;
   }
   closedir(d);
-  assert_int_equal(found, 1);
+  assert_int_equal(found, count);
+  fg_test_path_join(path, f->cache, first);
 }
 
+/* Its plan has two variants: warm caches three parts (the pack kernel's and
+ * one a variant). */
 #define WARM "cache warm --arch sm_90 --dim 4 --steps 2"
+#define WARM_PARTS 3
 
 static void test_cache_warm_list_clear(void **state) {
   cli_fixture *f = *state;
@@ -1075,7 +1081,7 @@ static void test_cache_warm_list_clear(void **state) {
   free(err);
 
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 2); /* the header and the entry */
+  assert_int_equal(count_lines(out), 1 + WARM_PARTS); /* the header and the entries */
   assert_non_null(strstr(out, ".fgc"));
   assert_non_null(strstr(out, "sm_90"));
   assert_non_null(strstr(out, "valid"));
@@ -1091,7 +1097,7 @@ static void test_cache_warm_list_clear(void **state) {
 
   /* One payload byte flipped: the checksum catches it. */
   char entry[PATH_SIZE];
-  only_entry(f, entry);
+  one_entry(f, WARM_PARTS, entry);
   size_t size = 0;
   char *bytes = fg_test_read_file(entry, &size);
   assert_non_null(bytes);
@@ -1099,7 +1105,7 @@ static void test_cache_warm_list_clear(void **state) {
   fg_test_write_file(entry, bytes, size);
   free(bytes);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 2); /* the header and the entry */
+  assert_int_equal(count_lines(out), 1 + WARM_PARTS); /* the header and the entries */
   assert_non_null(strstr(out, "INVALID"));
   assert_non_null(strstr(out, "sm_90"));
   free(out);
@@ -1111,14 +1117,14 @@ static void test_cache_warm_list_clear(void **state) {
   free(out);
   free(err);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 2); /* the header and the entry */
+  assert_int_equal(count_lines(out), 1 + WARM_PARTS); /* the header and the entries */
   assert_null(strstr(out, "INVALID"));
   assert_non_null(strstr(out, "valid"));
   free(out);
   free(err);
 
   assert_int_equal(flowgen(&out, &err, "cache clear"), 0);
-  assert_non_null(strstr(out, "removed 1 file"));
+  assert_non_null(strstr(out, "removed 3 files"));
   free(out);
   free(err);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
@@ -1130,6 +1136,36 @@ static void test_cache_warm_list_clear(void **state) {
   assert_non_null(strstr(out, "removed 0 files"));
   free(out);
   free(err);
+}
+
+static void expect_usage_error(const char *args, const char *part1, const char *part2);
+
+/* cache warm --batch N: the pack part and the variant of batch N only (a
+ * program of that batch then finds both); bad values refused. */
+static void test_cache_warm_batch(void **state) {
+  cli_fixture *f = *state;
+  char *out = NULL, *err = NULL;
+  int rc = flowgen(&out, &err, WARM " --batch 1");
+  if (rc != 0) fail_msg("%s --batch 1: exit %d: %s", WARM, rc, err);
+  assert_non_null(strstr(out, "flow_d4_h16_s2_fp32 for sm_90, batch 1: compiled and cached"));
+  free(out);
+  free(err);
+  assert_int_equal(fg_test_count_entries(f->cache), 2);
+  assert_int_equal(flowgen(&out, &err, WARM " --batch 1"), 0);
+  assert_non_null(strstr(out, "already cached"));
+  free(out);
+  free(err);
+  /* the rest: the pack part is there already */
+  assert_int_equal(flowgen(&out, &err, WARM), 0);
+  assert_non_null(strstr(out, "compiled and cached"));
+  free(out);
+  free(err);
+  assert_int_equal(fg_test_count_entries(f->cache), WARM_PARTS);
+  expect_usage_error(WARM " --batch -1", "--batch", NULL);
+  expect_usage_error(WARM " --batch x", "--batch", NULL);
+  expect_usage_error(WARM " --batch", "--batch", "needs a batch size");
+  expect_usage_error(WARM " --batch 1099511627777", "--batch", "out of range");
+  assert_int_equal(fg_test_count_entries(f->cache), WARM_PARTS);
 }
 
 /* cache warm takes the planner's overrides as a sampler does: a tuned
@@ -1157,15 +1193,17 @@ static void test_cache_warm_tune(void **state) {
   }
   char *out = NULL, *err = NULL;
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
-  assert_int_equal(count_lines(out), 3); /* the header and two entries */
+  /* the header and the parts of two kernels (the tune is in every part's
+   * header comment) */
+  assert_int_equal(count_lines(out), 1 + 2 * WARM_PARTS);
   free(out);
   free(err);
-  assert_int_equal(fg_test_count_entries(f->cache), 2);
+  assert_int_equal(fg_test_count_entries(f->cache), 2 * WARM_PARTS);
   assert_int_equal(flowgen(&out, &err, WARM " --tune bogus=1"), EXIT_USAGE);
   expect_one_error_line(err, "tune", "bogus");
   free(out);
   free(err);
-  assert_int_equal(fg_test_count_entries(f->cache), 2);
+  assert_int_equal(fg_test_count_entries(f->cache), 2 * WARM_PARTS);
 }
 
 /* The kernel options that are not the spec's, as `flowgen sample` parses
@@ -1251,6 +1289,7 @@ int main(void) {
       CLI_TEST(test_cache_dir_follows_the_environment),
       CLI_TEST(test_cache_warm_list_clear),
       CLI_TEST(test_cache_warm_tune),
+      CLI_TEST(test_cache_warm_batch),
       CLI_TEST(test_sample_parses_generation_options),
       CLI_TEST(test_cache_usage_errors),
   };

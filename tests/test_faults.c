@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -259,7 +260,20 @@ static CUresult called(int fn) {
   return CUDA_SUCCESS;
 }
 
+/* The runtime calls the driver from more than one thread (a variant built
+ * while the weights upload): each mock holds this lock while it keeps its
+ * books, released on every return (a cleanup variable). */
+static pthread_mutex_t fake_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t *fake_lock(void) {
+  pthread_mutex_lock(&fake_mutex);
+  return &fake_mutex;
+}
+static void fake_unlock(pthread_mutex_t **held) { pthread_mutex_unlock(*held); }
+#define FAKE_LOCK() \
+  pthread_mutex_t *fake_held_ __attribute__((cleanup(fake_unlock))) = fake_lock()
+
 #define ENTER(f)                                                              \
+  FAKE_LOCK();                                                                \
   do {                                                                        \
     CUresult fault_ = called(FN_##f);                                         \
     if (fault_ != CUDA_SUCCESS) return fault_;                                \
@@ -369,6 +383,7 @@ static CUresult mock_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
 }
 
 static CUresult mock_cuDevicePrimaryCtxRelease(CUdevice device) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuDevicePrimaryCtxRelease);
   if (device < 0 || device >= g.device_count) return CUDA_ERROR_INVALID_DEVICE;
   if (g.retained == 0) misuse("cuDevicePrimaryCtxRelease without a retain");
@@ -385,6 +400,7 @@ static CUresult mock_cuCtxPushCurrent(CUcontext ctx) {
 }
 
 static CUresult mock_cuCtxPopCurrent(CUcontext *ctx) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuCtxPopCurrent);
   if (g.ctx_depth == 0) {
     misuse("cuCtxPopCurrent with an empty context stack");
@@ -447,6 +463,7 @@ static fake_module *module_of(CUmodule handle, int *index) {
 }
 
 static CUresult mock_cuModuleUnload(CUmodule handle) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuModuleUnload);
   fake_module *m = module_of(handle, NULL);
   if (!m || m->unloaded) {
@@ -671,6 +688,7 @@ static CUresult mock_cuMemAlloc(CUdeviceptr *ptr, size_t bytes) {
 }
 
 static CUresult mock_cuMemFree(CUdeviceptr ptr) {
+  FAKE_LOCK();
   CUresult r = called(FN_cuMemFree);
   for (int i = 0; i < g.nallocs; ++i) {
     fake_alloc *a = &g.allocs[i];
@@ -800,6 +818,7 @@ static struct {
   nvrtcResult fault_result;
   int opened, closed, created, destroyed;
   int major, minor; /* the version reported (13.0 unless a test says) */
+  int compile_delay_ms; /* nvrtcCompileProgram takes this long */
   struct {
     bool live, compiled, failed;
     bool split; /* compiled with --split-compile=0 */
@@ -834,6 +853,7 @@ static nvrtcResult nv_called(int fn) {
 }
 
 #define NV_ENTER(f)                                                           \
+  FAKE_LOCK();                                                                \
   do {                                                                        \
     nvrtcResult fault_ = nv_called(NV_##f);                                   \
     if (fault_ != NVRTC_SUCCESS) return fault_;                               \
@@ -894,6 +914,7 @@ static nvrtcResult nvmock_nvrtcCreateProgram(nvrtcProgram *prog, const char *src
 }
 
 static nvrtcResult nvmock_nvrtcDestroyProgram(nvrtcProgram *prog) {
+  FAKE_LOCK();
   nvrtcResult r = nv_called(NV_nvrtcDestroyProgram);
   int i = prog ? program_of(*prog) : -1;
   if (i < 0) return NVRTC_ERROR_INVALID_PROGRAM;
@@ -907,6 +928,7 @@ static nvrtcResult nvmock_nvrtcDestroyProgram(nvrtcProgram *prog) {
 
 static nvrtcResult nvmock_nvrtcCompileProgram(nvrtcProgram prog, int count,
                                               const char *const *options) {
+  FAKE_LOCK();
   int i = program_of(prog);
   if (i < 0) return NVRTC_ERROR_INVALID_PROGRAM;
   for (int k = 0; k < count; ++k)
@@ -916,6 +938,10 @@ static nvrtcResult nvmock_nvrtcCompileProgram(nvrtcProgram prog, int count,
     else if (strcmp(options[k], "--split-compile=0") == 0)
       nv.programs[i].split = true;
   nvrtcResult r = nv_called(NV_nvrtcCompileProgram);
+  if (nv.compile_delay_ms) {
+    struct timespec delay = {0, nv.compile_delay_ms * 1000000L};
+    nanosleep(&delay, NULL);
+  }
   nv.programs[i].compiled = r == NVRTC_SUCCESS;
   nv.programs[i].failed = r == NVRTC_ERROR_COMPILATION;
   return r;
@@ -1226,8 +1252,10 @@ static flowgen_status expected_status(int fn, phase p) {
   if (is_release(fn) || p == PH_DESTROY || p == PH_CLOSE) return FLOWGEN_OK;
   if (fn == FN_cuInit) return FLOWGEN_NO_DRIVER;
   /* The image came from the disk cache: one the driver rejects is compiled
-   * afresh (sampler.c, build_module). */
-  if (fn == FN_cuModuleLoadData && p == PH_CREATE) return FLOWGEN_OK;
+   * afresh (sampler.c, load_part), the pack part's at creation, a
+   * variant's at its first launch. */
+  if (fn == FN_cuModuleLoadData && (p == PH_CREATE || p == PH_SAMPLE || p == PH_SAMPLE_HOST))
+    return FLOWGEN_OK;
   return FLOWGEN_CUDA;
 }
 
@@ -1264,8 +1292,9 @@ static void run_with_fault(int fn, int at) {
         st = run_phase(&sc, (phase)p, &err);
         if (st) problem("%s after the fault: %s", phase_names[p], err.message);
       }
-      if (fn == FN_cuModuleLoadData && p == PH_CREATE && !st &&
-          (g.calls[fn] - calls_before != 2 || sc.stats.disk_hit || sc.stats.compile_ms <= 0))
+      if (fn == FN_cuModuleLoadData && expected_status(fn, (phase)p) == FLOWGEN_OK && !st &&
+          (g.calls[fn] - calls_before != 2 ||
+           (p == PH_CREATE && (sc.stats.disk_hit || sc.stats.compile_ms <= 0))))
         problem("a rejected cached image should be compiled afresh and loaded again "
                 "(%d loads, disk_hit %d)", g.calls[fn] - calls_before, sc.stats.disk_hit);
     }
@@ -1490,10 +1519,11 @@ static void test_clean_run_uses_the_driver_correctly(void **state) {
   assert_true(small->cluster_blocks > 1);       /* so is a cluster launch */
   assert_int_equal(g.retained, 1);
   assert_int_equal(g.calls[FN_cuInit], 1);
-  assert_int_equal(g.nmodules, 1);
+  /* The pack part, then the two variants launched, each on first use. */
+  assert_int_equal(g.nmodules, 3);
   assert_false(g.modules[0].ptx); /* sm_90 is NVRTC's: a cubin */
   assert_true(sc.stats.disk_hit);
-  assert_int_equal(g.calls[FN_cuModuleGetFunction], 1 + variants);
+  assert_int_equal(g.calls[FN_cuModuleGetFunction], 1 + 2);
   /* Weights: six tensors copied once, then packed on the device. */
   const size_t D = (size_t)weights->dim, H = (size_t)weights->hidden;
   size_t floats = H * (D + 1) + H + H * H + H + D * H + D;
@@ -1512,8 +1542,8 @@ static void test_clean_run_uses_the_driver_correctly(void **state) {
   flowrt_sampler *again = NULL;
   assert_int_equal(flowrt_sampler_create(sc.rt, &sc.spec, weights, &again, &err), FLOWGEN_OK);
   assert_true(flowrt_sampler_stats(again)->memory_hit);
-  assert_int_equal(g.nmodules, 1);
-  assert_int_equal(g.calls[FN_cuModuleLoadData], 1);
+  assert_int_equal(g.nmodules, 3);
+  assert_int_equal(g.calls[FN_cuModuleLoadData], 3);
   flowrt_sampler_destroy(again);
 
   /* batch 0 does nothing; a negative batch is refused without a call. */
@@ -1637,10 +1667,12 @@ static void test_newer_device_gets_ptx(void **state) {
   if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
   assert_int_equal(g.nmodules, 1);
   assert_true(g.modules[0].ptx);
-  /* the packing kernel and every variant's sampling kernel */
-  assert_int_equal(g.calls[FN_cuModuleGetFunction],
-                   1 + flowgen_kernel_variant_count(flowrt_sampler_kernel(sc.s)));
+  /* the packing kernel; a variant's kernel with its first launch */
+  assert_int_equal(g.calls[FN_cuModuleGetFunction], 1);
   assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(g.nmodules, 2);
+  assert_true(g.modules[1].ptx);
+  assert_int_equal(g.calls[FN_cuModuleGetFunction], 2);
   scenario_finish(&sc);
   expect_no_problems();
 }
@@ -1658,7 +1690,8 @@ static void test_cluster_of_16_blocks(void **state) {
   assert_int_equal(g.launches[g.nlaunches - 1].cluster, 16);
   scenario_finish(&sc);
   expect_no_problems();
-  fault_every_call_in(PH_CREATE);
+  /* the variant's module is loaded with its first launch */
+  fault_every_call_in(PH_SAMPLE_HOST);
 }
 
 /* A grid variant is one cooperative launch of a block per SM (the fake
@@ -1889,7 +1922,8 @@ static void test_environment_does_not_tune(void **state) {
   if (st) fail_msg("flowrt_sampler_create: %s", err.message);
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   flowgen_kernel *plain = NULL; /* the same spec, as the runtime resolved it */
-  assert_int_equal(flowgen_generate(flowgen_kernel_spec(k), NULL, &plain, NULL), FLOWGEN_OK);
+  flowgen_options pack = {.part = FLOWGEN_PART_PACK};
+  assert_int_equal(flowgen_generate(flowgen_kernel_spec(k), &pack, &plain, NULL), FLOWGEN_OK);
   assert_int_equal(flowgen_kernel_source_size(k), flowgen_kernel_source_size(plain));
   assert_string_equal(flowgen_kernel_source(k), flowgen_kernel_source(plain));
   flowgen_kernel_free(plain);
@@ -2593,6 +2627,217 @@ static void test_unusable_cache_folder_warns_once(void **state) {
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* ---- variants loaded on first use ------------------------------------------ */
+
+static int compiles(void) { return nv.calls[NV_nvrtcCompileProgram]; }
+
+static int variant_index(const flowrt_sampler *s, int64_t batch) {
+  const flowgen_kernel *k = flowrt_sampler_kernel(s);
+  return (int)(flowgen_kernel_pick(k, batch) - flowgen_kernel_variant(k, 0));
+}
+
+/* Creating a sampler compiles the pack part alone; each variant compiles
+ * with the first launch it serves, once for the runtime (a second sampler
+ * of the spec too); prepare(-1) loads the rest. */
+static void test_each_variant_compiles_once(void **state) {
+  (void)state;
+  nv.stand_in = true; /* the fake NVRTC, its images holding the kernels' names */
+  scenario sc;
+  scenario_init(&sc, weights);
+  sc.opts.disk_cache = 0;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  int n = flowgen_kernel_variant_count(k);
+  int small = variant_index(sc.s, HOST_BATCH), large = variant_index(sc.s, SAMPLE_BATCH);
+  assert_true(n > 2 && small != large);
+  assert_int_equal(compiles(), 1);
+  assert_int_equal(g.nmodules, 1);
+  assert_int_equal(g.calls[FN_cuModuleGetFunction], 1); /* the pack kernel */
+  assert_int_equal(flowgen_kernel_part(k), FLOWGEN_PART_PACK);
+  flowrt_part_stats part;
+  assert_true(flowrt_sampler_part_stats(sc.s, -1, &part));
+  assert_true(part.loaded && !part.disk_hit);
+  assert_false(flowrt_sampler_part_stats(sc.s, small, &part));
+  assert_false(flowrt_sampler_part_stats(sc.s, n, &part));
+
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  assert_int_equal(g.nmodules, 2);
+  assert_true(flowrt_sampler_part_stats(sc.s, small, &part));
+  assert_true(part.loaded && part.source_bytes > 0);
+  assert_false(flowrt_sampler_part_stats(sc.s, large, &part));
+  const fake_launch *l = &g.launches[g.nlaunches - 1];
+  assert_string_equal(l->name, flowgen_kernel_variant(k, small)->symbol);
+  /* again, and another batch of the same variant: nothing compiled */
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(variant_index(sc.s, 1), small);
+  assert_int_equal(flowrt_sample_host(sc.s, sc.x0, sc.x, 1, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  /* another variant */
+  assert_int_equal(run_phase(&sc, PH_SAMPLE, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 3);
+  assert_int_equal(g.nmodules, 3);
+  assert_string_equal(g.launches[g.nlaunches - 1].name, flowgen_kernel_variant(k, large)->symbol);
+  /* a second sampler of the spec: nothing compiled for it */
+  flowrt_sampler *again = NULL;
+  assert_int_equal(flowrt_sampler_create(sc.rt, &sc.spec, weights, &again, &err), FLOWGEN_OK);
+  assert_true(flowrt_sampler_stats(again)->memory_hit);
+  assert_int_equal(flowrt_sample_host(again, sc.x0, sc.x, HOST_BATCH, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 3);
+  flowrt_sampler_destroy(again);
+  /* the rest at once */
+  assert_int_equal(flowrt_sampler_prepare(sc.s, -1, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 1 + n);
+  assert_int_equal(g.nmodules, 1 + n);
+  assert_int_equal(flowrt_sampler_prepare(sc.s, -1, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 1 + n);
+  assert_int_equal(flowrt_sampler_prepare(sc.s, -2, &err), FLOWGEN_INVALID);
+  assert_int_equal(g.ctx_depth, 0);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
+typedef struct prepare_call {
+  flowrt_sampler *s;
+  int64_t batch;
+  flowgen_status status;
+} prepare_call;
+
+static void *prepare_thread(void *arg) {
+  prepare_call *c = arg;
+  c->status = flowrt_sampler_prepare(c->s, c->batch, NULL);
+  return NULL;
+}
+
+/* Two threads' first use of a variant at once compiles it once: the
+ * second waits for the first's build (each compile takes 300 ms here, so
+ * that they overlap). */
+static void test_concurrent_first_use_compiles_once(void **state) {
+  (void)state;
+  nv.stand_in = true;
+  scenario sc;
+  scenario_init(&sc, weights);
+  sc.opts.disk_cache = 0;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  nv.compile_delay_ms = 300;
+  prepare_call calls[2] = {{sc.s, HOST_BATCH, FLOWGEN_INTERNAL},
+                           {sc.s, HOST_BATCH, FLOWGEN_INTERNAL}};
+  pthread_t threads[2];
+  for (int t = 0; t < 2; ++t)
+    assert_int_equal(pthread_create(&threads[t], NULL, prepare_thread, &calls[t]), 0);
+  for (int t = 0; t < 2; ++t) pthread_join(threads[t], NULL);
+  nv.compile_delay_ms = 0;
+  assert_int_equal(calls[0].status, FLOWGEN_OK);
+  assert_int_equal(calls[1].status, FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  assert_int_equal(g.nmodules, 2);
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
+/* A launch in graph capture whose variant is not loaded is refused, naming
+ * the ways out; the batch hint and prepare load it before. */
+static void test_capture_needs_the_variant_loaded(void **state) {
+  (void)state;
+  nv.stand_in = true;
+  scenario sc;
+  scenario_init(&sc, weights);
+  sc.opts.disk_cache = 0;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  CUstream stream = (CUstream)(uintptr_t)0x5000;
+  int launches = g.nlaunches;
+  g.capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  assert_int_equal(flowrt_sample(sc.s, sc.dev_x0, sc.dev_x, HOST_BATCH, stream, &err),
+                   FLOWGEN_INVALID);
+  expect_contains(err.message, "not loaded");
+  expect_contains(err.message, "during CUDA graph capture");
+  expect_contains(err.message, "batch_hint = 4");
+  expect_contains(err.message, "flowrt_sampler_prepare(sampler, 4)");
+  assert_int_equal(g.nlaunches, launches);
+  assert_int_equal(compiles(), 1);
+  g.capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  assert_int_equal(flowrt_sampler_prepare(sc.s, HOST_BATCH, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  g.capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  assert_int_equal(flowrt_sample(sc.s, sc.dev_x0, sc.dev_x, HOST_BATCH, stream, &err), FLOWGEN_OK);
+  g.capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  /* With the hint, the sampler is ready for its batch when created. */
+  flowrt_sampler *hinted = NULL;
+  flowrt_sampler_options opts = {.batch_hint = SAMPLE_BATCH};
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &hinted, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(compiles(), 3);
+  flowrt_part_stats part;
+  assert_true(flowrt_sampler_part_stats(hinted, variant_index(hinted, SAMPLE_BATCH), &part));
+  g.capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  assert_int_equal(flowrt_sample(hinted, sc.dev_x0, sc.dev_x, SAMPLE_BATCH, stream, &err),
+                   FLOWGEN_OK);
+  g.capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  flowrt_sampler_destroy(hinted);
+  opts.batch_hint = -1;
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &hinted, &err),
+                   FLOWGEN_INVALID);
+  assert_null(hinted);
+  expect_contains(err.message, "batch_hint");
+  assert_int_equal(g.ctx_depth, 0);
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
+static void count_entry(void *ctx, const flowrt_cache_entry *e) {
+  if (e->valid) ++*(int *)ctx;
+}
+
+static int cache_entries(const char *dir) {
+  int n = 0;
+  assert_int_equal(flowrt_cache_list(dir, count_entry, &n, NULL), FLOWGEN_OK);
+  return n;
+}
+
+/* The disk cache holds a part per variant and the pack part: a program of
+ * one batch leaves two entries, and its warm start compiles nothing. */
+static void test_cache_holds_a_part_per_variant(void **state) {
+  (void)state;
+  nv.stand_in = true;
+  char *dir = fg_test_mkdtemp();
+  scenario sc;
+  scenario_init(&sc, weights);
+  sc.opts.cache_dir = dir;
+  flowgen_error err = {0};
+  flowrt_sampler_options opts = {.batch_hint = HOST_BATCH};
+  assert_int_equal(run_phase(&sc, PH_OPEN, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &sc.s, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(run_phase(&sc, PH_SAMPLE_HOST, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 2);
+  assert_int_equal(cache_entries(dir), 2);
+  assert_int_equal(run_phase(&sc, PH_SAMPLE, &err), FLOWGEN_OK);
+  assert_int_equal(cache_entries(dir), 3);
+  flowrt_sampler_destroy(sc.s);
+  sc.s = NULL;
+  flowrt_close(sc.rt);
+  sc.rt = NULL;
+  /* a warm start: both parts from the disk */
+  assert_int_equal(run_phase(&sc, PH_OPEN, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &sc.s, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(compiles(), 3);
+  assert_true(flowrt_sampler_stats(sc.s)->disk_hit);
+  flowrt_part_stats part;
+  assert_true(flowrt_sampler_part_stats(sc.s, variant_index(sc.s, HOST_BATCH), &part));
+  assert_true(part.disk_hit);
+  assert_true(part.compile_ms == 0.0);
+  scenario_finish(&sc);
+  expect_no_problems();
+  fg_test_rmtree(dir);
+  free(dir);
+}
+
 #define FAULT_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void) {
@@ -2633,6 +2878,10 @@ int main(void) {
       FAULT_TEST(test_alloc_fault_in_open),
       FAULT_TEST(test_alloc_fault_in_sampler_create),
       FAULT_TEST(test_unusable_cache_folder_warns_once),
+      FAULT_TEST(test_each_variant_compiles_once),
+      FAULT_TEST(test_concurrent_first_use_compiles_once),
+      FAULT_TEST(test_capture_needs_the_variant_loaded),
+      FAULT_TEST(test_cache_holds_a_part_per_variant),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1503,6 +1503,165 @@ static void test_output_ignores_locale(void **state) {
   if (problem[0]) fail_msg("%s", problem);
 }
 
+/* ---- parts of the plan -------------------------------------------------- */
+
+/* The runtime's parts and a file for one batch: the same plan (variants,
+ * params layout) whatever is rendered; the pack part has the pack kernel
+ * and no sampling kernel, a variant's part its own kernel alone, a batch's
+ * part its variant with the pack kernel and the host launcher; a
+ * conditional model's conditioning kernel goes with the pack kernel. */
+static void test_parts(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_kernel *all = generate(&spec, NULL);
+  flowgen_options opts = {.part = FLOWGEN_PART_ALL};
+  flowgen_kernel *all2 = generate(&spec, &opts);
+  assert_string_equal(flowgen_kernel_source(all), flowgen_kernel_source(all2));
+  flowgen_kernel_free(all2);
+  int n = flowgen_kernel_variant_count(all);
+  assert_true(n >= 2);
+  const flowgen_variant *v0 = flowgen_kernel_variant(all, 0);
+  assert_int_equal(flowgen_kernel_part(all), FLOWGEN_PART_ALL);
+  assert_true(flowgen_kernel_has_pack(all));
+  for (int i = 0; i < n; ++i) assert_true(flowgen_kernel_has_variant(all, i));
+
+  opts.part = FLOWGEN_PART_PACK;
+  flowgen_kernel *pack = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(pack);
+  assert_true(has_kernel(src, v0->pack_symbol));
+  assert_int_equal(flowgen_kernel_variant_count(pack), n);
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(all, i);
+    assert_false(has_kernel(src, v->symbol));
+    assert_false(flowgen_kernel_has_variant(pack, i));
+    /* the same plan */
+    assert_string_equal(flowgen_kernel_variant(pack, i)->symbol, v->symbol);
+    assert_int_equal(flowgen_kernel_variant(pack, i)->params_bytes, v->params_bytes);
+    assert_int_equal(flowgen_kernel_variant(pack, i)->min_batch, v->min_batch);
+  }
+  assert_contains(src, "This part holds the pack kernel only");
+  assert_lacks(src, "host launcher");
+  char *json = flowgen_kernel_describe(pack);
+  assert_contains(json, "\"part\": \"pack\"");
+  assert_contains(json, "\"variants\": []");
+  free(json);
+  flowgen_kernel_free(pack);
+
+  size_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i};
+    flowgen_kernel *one = generate(&spec, &opts);
+    src = flowgen_kernel_source(one);
+    assert_false(flowgen_kernel_has_pack(one));
+    assert_false(has_kernel(src, v0->pack_symbol));
+    for (int j = 0; j < n; ++j) {
+      assert_true(has_kernel(src, flowgen_kernel_variant(all, j)->symbol) == (i == j));
+      assert_true(flowgen_kernel_has_variant(one, j) == (i == j));
+    }
+    total += flowgen_kernel_source_size(one);
+    flowgen_kernel_free(one);
+  }
+  assert_true(total > 0);
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_kernel *bad = NULL;
+  opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = n};
+  assert_int_equal(flowgen_generate(&spec, &opts, &bad, &err), FLOWGEN_UNSUPPORTED);
+  assert_contains(err.message, "the plan has variants 0 to");
+  opts.variant = -1;
+  assert_int_equal(flowgen_generate(&spec, &opts, &bad, &err), FLOWGEN_INVALID);
+  opts = (flowgen_options){.part = FLOWGEN_PART_BATCH, .batch = -1};
+  assert_int_equal(flowgen_generate(&spec, &opts, &bad, &err), FLOWGEN_INVALID);
+  opts = (flowgen_options){.part = (flowgen_part)7};
+  assert_int_equal(flowgen_generate(&spec, &opts, &bad, &err), FLOWGEN_INVALID);
+  assert_null(bad);
+
+  /* a file for batch 8: its variant, the pack kernel, the launcher */
+  opts = (flowgen_options){.part = FLOWGEN_PART_BATCH, .batch = 8, .host_launcher = true};
+  flowgen_kernel *b8 = generate(&spec, &opts);
+  src = flowgen_kernel_source(b8);
+  const flowgen_variant *picked = flowgen_kernel_pick(all, 8);
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(all, i);
+    assert_true(has_kernel(src, v->symbol) == (v == picked));
+  }
+  assert_true(has_kernel(src, v0->pack_symbol));
+  assert_contains(src, "--batch 8");
+  assert_contains(src, "extern \"C\" cudaError_t flow_d64_h256_s32_fp32_launch(");
+  /* its launcher serves any batch with its variant */
+  char *launcher = between(src, "_launch(", "#endif");
+  assert_contains(launcher, "if (batch >= 0) {");
+  free(launcher);
+  assert_true(flowgen_kernel_source_size(b8) * 3 < flowgen_kernel_source_size(all));
+  json = flowgen_kernel_describe(b8);
+  assert_contains(json, "\"batch\": 8");
+  assert_contains(json, "\"part\": \"batch\"");
+  json_t *root = json_loads(json, 0, NULL);
+  assert_non_null(root);
+  assert_int_equal(json_array_size(json_object_get(root, "variants")), 1);
+  assert_string_equal(json_string_value(json_object_get(root, "strategy")), picked->strategy);
+  json_decref(root);
+  free(json);
+  /* the whole file's describe has no "part" */
+  json = flowgen_kernel_describe(all);
+  assert_lacks(json, "\"part\"");
+  free(json);
+  flowgen_kernel_free(b8);
+  flowgen_kernel_free(all);
+
+  /* a conditional model: the conditioning kernel with the pack kernel */
+  assert_int_equal(flowgen_spec_set(&spec, "cond", "4", NULL), FLOWGEN_OK);
+  opts = (flowgen_options){.part = FLOWGEN_PART_PACK};
+  pack = generate(&spec, &opts);
+  char symbol[FLOWGEN_NAME_MAX + 64];
+  flowgen_spec_symbol(&spec, symbol, sizeof symbol - 8);
+  strcat(symbol, "_cond");
+  assert_true(has_kernel(flowgen_kernel_source(pack), symbol));
+  flowgen_kernel_free(pack);
+  opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = 0};
+  flowgen_kernel *one = generate(&spec, &opts);
+  assert_false(has_kernel(flowgen_kernel_source(one), symbol));
+  flowgen_kernel_free(one);
+}
+
+/* A file for a batch a persistent grid serves holds the variant it falls
+ * back to, and its launcher tries the grid first. */
+static void test_batch_part_with_fallback(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.tune = "only=grid:tiled8:tiled"};
+  flowgen_kernel *all = generate(&spec, &opts);
+  const flowgen_variant *grid = flowgen_kernel_pick(all, 4);
+  assert_true(grid->cooperative);
+  const flowgen_variant *fallback = flowgen_kernel_variant(all, grid->fallback);
+  opts.part = FLOWGEN_PART_BATCH;
+  opts.batch = 4;
+  opts.host_launcher = true;
+  flowgen_kernel *b = generate(&spec, &opts);
+  const char *src = flowgen_kernel_source(b);
+  assert_true(has_kernel(src, grid->symbol));
+  assert_true(has_kernel(src, fallback->symbol));
+  int held = 0;
+  for (int i = 0; i < flowgen_kernel_variant_count(b); ++i) held += flowgen_kernel_has_variant(b, i);
+  assert_int_equal(held, 2);
+  assert_contains(src, "cooperative_failed || (batch >= 0)");
+  char *json = flowgen_kernel_describe(b);
+  json_t *root = json_loads(json, 0, NULL);
+  json_t *variants = json_object_get(root, "variants");
+  assert_int_equal(json_array_size(variants), 2);
+  /* the fallback, as an index among the variants listed */
+  json_t *g = json_array_get(variants, grid->fallback < (int)(grid - flowgen_kernel_variant(all, 0)) ? 1 : 0);
+  json_t *f = json_array_get(variants, g == json_array_get(variants, 0) ? 1 : 0);
+  assert_int_equal(json_integer_value(json_object_get(g, "fallback")),
+                   g == json_array_get(variants, 0) ? 1 : 0);
+  assert_int_equal(json_integer_value(json_object_get(f, "fallback")), -1);
+  json_decref(root);
+  free(json);
+  flowgen_kernel_free(b);
+  flowgen_kernel_free(all);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_comment),
@@ -1525,6 +1684,8 @@ int main(void) {
       cmocka_unit_test(test_applicability_edges),
       cmocka_unit_test(test_name_is_respected),
       cmocka_unit_test(test_host_launcher),
+      cmocka_unit_test(test_parts),
+      cmocka_unit_test(test_batch_part_with_fallback),
       cmocka_unit_test(test_describe_json),
       cmocka_unit_test(test_pick),
       cmocka_unit_test(test_invalid_spec_is_refused),
