@@ -1,0 +1,23 @@
+"""flowgen from Python: the generator (generate), samplers on torch CUDA
+tensors or, on the CPU, the fp64 reference on numpy arrays (Sampler), the
+disk cache (cache_dir, cache_warm) and the PyTorch side of the model family
+(export, flowgen.torch_ref).  python/README.md has the details."""
+from ._lib import ArgumentError, CudaError, Error, IOFailure
+from ._generate import cache_dir, cache_warm, generate
+from ._sampler import Sampler
+
+try:
+    from ._version import __version__
+except ImportError:  # a source tree, not an installed package
+    __version__ = "0+source"
+
+
+def export(module, path, **kwargs):
+    """Writes module's Linear layers and the __metadata__ flowgen reads to a
+    safetensors file (flowgen.export.export: needs torch and safetensors)."""
+    from .export import export as _export
+    return _export(module, path, **kwargs)
+
+
+__all__ = ["__version__", "generate", "Sampler", "cache_dir", "cache_warm", "export", "Error",
+           "ArgumentError", "CudaError", "IOFailure"]
