@@ -2,6 +2,7 @@
 tensors in and out, on the current stream), or the fp64 reference on the
 CPU (numpy arrays, or CPU tensors)."""
 import ctypes
+import math
 import os
 import sys
 import threading
@@ -272,6 +273,7 @@ class Sampler:
         if torch is not None and isinstance(x0, torch.Tensor):
             from . import _torch
             return _torch.call_cpu(self, x0, out, cond, guidance, null_cond)
+        check_guidance(self, guidance)
         rows = _host_rows("x0", x0, self.dim, None)
         if out is None:
             out = np.empty((rows, self.dim), dtype=np.float32)
@@ -290,6 +292,14 @@ class Sampler:
 
     def _call_cuda(self, x0, out, cond, guidance, null_cond):
         raise ImportError("a CUDA sampler needs torch")  # replaced by _torch.bind
+
+
+def check_guidance(s, guidance):
+    """The C words, the Python remedy."""
+    if guidance is not None and not s.guidance and guidance != 1 and math.isfinite(guidance):
+        raise _lib.ArgumentError(
+            f"guidance {guidance:g}, but the sampler has no guidance (its field is the "
+            "conditional one, w = 1): build it with guidance=True", "INVALID", 2)
 
 
 def _host_rows(name, a, width, rows, also=None):

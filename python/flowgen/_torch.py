@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from . import _lib
-from ._sampler import Sampler, _registry, hooks
+from ._sampler import Sampler, _registry, check_guidance, hooks
 
 _F32, _F64 = torch.float32, torch.float64
 try:
@@ -36,7 +36,8 @@ def _check(s, name, t, width, rows, dtypes=(_F32,)):
     return t.shape[0]
 
 
-def _check_all(s, x0, out, cond, null_cond):
+def _check_all(s, x0, out, cond, null_cond, guidance):
+    check_guidance(s, guidance)
     rows = _check(s, "x0", x0, s.dim, None)
     if out is not None:
         _check(s, "out", out, s.dim, rows, (_F32, _F64) if s._index is None else (_F32,))
@@ -83,7 +84,7 @@ def _run(s, x0, out, cond, null_cond, guidance, rows):
 def _call(self, x0, out=None, cond=None, guidance=None, null_cond=None):
     """Sampler.__call__ on tensors, eager: the C function directly (the
     dispatcher costs microseconds)."""
-    rows = _check_all(self, x0, out, cond, null_cond)
+    rows = _check_all(self, x0, out, cond, null_cond, guidance)
     if out is None:
         out = torch.empty_like(x0)
     _run(self, x0, out, cond, null_cond, guidance, rows)
@@ -107,7 +108,7 @@ def sample(handle: int, x0: Tensor, cond: Optional[Tensor], null_cond: Optional[
 
 @sample.register_fake
 def _(handle, x0, cond, null_cond, guidance):
-    _check_all(_registry[handle], x0, None, cond, null_cond)
+    _check_all(_registry[handle], x0, None, cond, null_cond, guidance)
     return torch.empty_like(x0)
 
 
@@ -120,7 +121,7 @@ def sample_out(handle: int, x0: Tensor, out: Tensor, cond: Optional[Tensor],
 
 @sample_out.register_fake
 def _(handle, x0, out, cond, null_cond, guidance):
-    _check_all(_registry[handle], x0, out, cond, null_cond)
+    _check_all(_registry[handle], x0, out, cond, null_cond, guidance)
 
 
 def _compiled(self, x0, out, cond, guidance, null_cond):
