@@ -57,8 +57,9 @@ def host_only(runs):
     stub = ctypes.CFUNCTYPE(ctypes.c_int)(("ffs", libc))
     stub.restype, stub.argtypes = _lib.lib().flowrt_sample_cond.restype, \
         _lib.lib().flowrt_sample_cond.argtypes
-    # The CUDA path, CPU tensors passing its device check (get_device -1).
-    s._index, s._tindex, s._ptr, s._launch = 0, -1, 0, stub
+    # The CUDA path, CPU tensors passing its device check.
+    s._index, s._ptr, s._launch = 0, 0, stub
+    s._tindex, s._on = -1, "is_cpu"
     x0 = torch.zeros(8, s.dim)
     out = torch.empty_like(x0)
     real_stream = _torch._raw_stream

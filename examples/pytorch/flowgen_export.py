@@ -1,5 +1,5 @@
 """The model family in PyTorch now lives in the flowgen package
-(flowgen.torch_ref: FlowModel, TimeSpec, sample; flowgen.export: export).
+(flowgen.torch_ref: FlowModel, TimeSpec, sample; flowgen.torch_export: export).
 This module re-exports it for the scripts that import flowgen_export; from a
 source tree without the package installed, it imports python/flowgen's
 pure-Python modules directly (they do not need the compiled library)."""

@@ -14,8 +14,8 @@ except ImportError:  # a source tree, not an installed package
 
 def export(module, path, **kwargs):
     """Writes module's Linear layers and the __metadata__ flowgen reads to a
-    safetensors file (flowgen.export.export: needs torch and safetensors)."""
-    from .export import export as _export
+    safetensors file (flowgen.torch_export.export: needs torch and safetensors)."""
+    from .torch_export import export as _export
     return _export(module, path, **kwargs)
 
 

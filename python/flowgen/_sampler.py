@@ -146,7 +146,7 @@ class Sampler:
         from time/input, else the module's .time/.input attributes, else raw
         and x,t,c.  The weights are copied (later changes to the module do
         not reach the sampler)."""
-        from .export import describe
+        from .torch_export import describe
         err = _lib.ErrorStruct()
         model = describe(module, act=act, time=time, input=input)
         spec = _lib.Spec()
@@ -202,7 +202,10 @@ class Sampler:
             self._err_ref = ctypes.byref(err)
             self._reserved = 0
             self._index = index
-            self._tindex = -1 if index is None else index  # as get_device() says
+            # What a tensor on the sampler's device says: get_device(), and
+            # is_cpu or is_cuda (a meta tensor's get_device() is -1 too).
+            self._tindex = -1 if index is None else index
+            self._on = "is_cpu" if index is None else "is_cuda"
             if index is None:
                 self.device = "cpu"
                 self._weights, w = w, None

@@ -25,7 +25,7 @@ def _check(s, name, t, width, rows, dtypes=(_F32,)):
     if t.dtype not in dtypes:
         raise TypeError(f"{name}: dtype {t.dtype}, expected "
                         f"{' or '.join(map(str, dtypes))} (nothing is converted)")
-    if t.get_device() != s._tindex:
+    if t.get_device() != s._tindex or not getattr(t, s._on):
         raise ValueError(f"{name}: on {t.device}, but the sampler is on {s.device} "
                          "(nothing is copied)")
     if t.dim() != 2 or t.shape[1] != width or (rows is not None and t.shape[0] != rows):

@@ -160,9 +160,9 @@ class FlowModel(nn.Module):
 
 
 def save(model, path, tensors=None, metadata=None, flowgen_metadata=True):
-    """flowgen.export.export(model, path, ...): model's Linear layers (fp32)
+    """flowgen.torch_export.export(model, path, ...): model's Linear layers (fp32)
     and its flowgen metadata; kept under this name for existing scripts."""
-    from .export import export
+    from .torch_export import export
     export(model, path, tensors=tensors, metadata=metadata, flowgen_metadata=flowgen_metadata)
 
 
