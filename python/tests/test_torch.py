@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import flowgen
-from conftest import DIGITS, FAMILY, family_case, family_cases, needs_torch, read_safetensors, rel
+from conftest import (DIGITS, FAMILY, family_case, family_cases, needs_torch, read_safetensors,
+                      rel, torch)
 
 pytestmark = needs_torch
 
-if pytestmark.args and not pytestmark.args[0]:
-    import torch
+if torch is not None:
     from torch import nn
 
     from flowgen import torch_ref as fx
