@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 import flowgen
 from conftest import DIGITS_COND, ROOT, needs_gpu, needs_torch

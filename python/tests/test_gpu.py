@@ -61,7 +61,7 @@ def test_family_equals_the_cli(name, tmp_path):
     want = cli_gpu(tmp_path, f["path"], f["x0"], f["steps"], f["solver"], cond=f["cond"],
                    guidance=f["guidance"], null=f["null"])
     assert np.array_equal(y.cpu().numpy(), want)
-    assert rel(y.cpu().numpy(), f["expected"]) < 1e-5
+    assert rel(y.cpu().numpy(), f["expected"]) < 1e-4
 
 
 def test_a_second_sampler_from_the_module_is_bit_equal():
