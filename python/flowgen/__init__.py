@@ -8,8 +8,17 @@ from ._sampler import Sampler
 
 try:
     from ._version import __version__
-except ImportError:  # a source tree, not an installed package
-    __version__ = "0+source"
+except ImportError:  # a source tree, not an installed package: its header's
+    def _source_version():
+        import os
+        import re
+        header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "flowgen.h")
+        try:
+            with open(header) as f:
+                return re.search(r'#define FLOWGEN_VERSION "([^"]+)"', f.read()).group(1)
+        except (OSError, AttributeError):
+            return "0+unknown"
+    __version__ = _source_version()
 
 
 def export(module, path, **kwargs):
