@@ -69,7 +69,7 @@ def _run(s, x0, out, cond, null_cond, guidance, rows):
     """The C call, the arguments checked."""
     c = 0 if cond is None else cond.data_ptr()
     n = 0 if null_cond is None else null_cond.data_ptr()
-    g = 1.0 if guidance is None else guidance
+    g = 1.0 if guidance is None else float(guidance)
     if s._index is None:
         s._run_cpu(x0.data_ptr(), out.data_ptr(), out.dtype is _F64, rows, c or None, n or None, g)
         return
@@ -99,16 +99,24 @@ def call_cpu(s, x0, out, cond, guidance, null_cond):
 
 
 # ---- the operators (torch.compile, torch.library users) --------------------
+def _sampler(handle):
+    s = _registry.get(handle)
+    if s is None:
+        raise RuntimeError(f"flowgen sampler {handle} no longer exists: keep the Sampler alive "
+                           "while compiled code calls it")
+    return s
+
+
 @torch.library.custom_op("flowgen::sample", mutates_args=())
 def sample(handle: int, x0: Tensor, cond: Optional[Tensor], null_cond: Optional[Tensor],
            guidance: float) -> Tensor:
     """The sampler `handle`'s samples from x0 (a new tensor)."""
-    return _call(_registry[handle], x0, None, cond, guidance, null_cond)
+    return _call(_sampler(handle), x0, None, cond, guidance, null_cond)
 
 
 @sample.register_fake
 def _(handle, x0, cond, null_cond, guidance):
-    _check_all(_registry[handle], x0, None, cond, null_cond, guidance)
+    _check_all(_sampler(handle), x0, None, cond, null_cond, guidance)
     return torch.empty_like(x0)
 
 
@@ -116,12 +124,12 @@ def _(handle, x0, cond, null_cond, guidance):
 def sample_out(handle: int, x0: Tensor, out: Tensor, cond: Optional[Tensor],
                null_cond: Optional[Tensor], guidance: float) -> None:
     """The sampler `handle`'s samples from x0, written to out."""
-    _call(_registry[handle], x0, out, cond, guidance, null_cond)
+    _call(_sampler(handle), x0, out, cond, guidance, null_cond)
 
 
 @sample_out.register_fake
 def _(handle, x0, out, cond, null_cond, guidance):
-    _check_all(_registry[handle], x0, out, cond, null_cond, guidance)
+    _check_all(_sampler(handle), x0, out, cond, null_cond, guidance)
 
 
 def _compiled(self, x0, out, cond, guidance, null_cond):

@@ -199,3 +199,20 @@ def test_fake_implementation_checks_shapes():
     s = flowgen.Sampler.from_safetensors(DIGITS, device="cpu", steps=2)
     with pytest.raises(Exception, match=re.escape("x0: shape [3, 5], expected [B, 64]")):
         torch.compile(lambda x: s(x), fullgraph=True, backend="eager")(torch.zeros(3, 5))
+
+
+def test_guidance_of_any_real_type():
+    f = family_case("cfg_zeros.safetensors")
+    s = flowgen.Sampler.from_safetensors(f["path"], steps=f["steps"], device="cpu", guidance=True)
+    x0, c = torch.from_numpy(f["x0"].copy()), torch.from_numpy(f["cond"].copy())
+    want = s(x0, cond=c, guidance=2.5)
+    assert torch.equal(s(x0, cond=c, guidance=np.float32(2.5)), want)
+    assert torch.equal(s(x0, cond=c, guidance=torch.tensor(2.5)), want)
+
+
+def test_an_operator_of_a_sampler_gone():
+    s = flowgen.Sampler.from_safetensors(DIGITS, device="cpu", steps=2)
+    handle = s._handle
+    del s
+    with pytest.raises(RuntimeError, match=f"flowgen sampler {handle} no longer exists"):
+        torch.ops.flowgen.sample(handle, torch.zeros(1, 64), None, None, 1.0)
