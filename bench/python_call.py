@@ -88,8 +88,19 @@ def _digits():
                         "digits_d64_h256.safetensors")
 
 
+def integrate(velocity, x, steps):
+    """The seed model's Euler integration, every tensor on x's device (so
+    that it can be captured): bench/pytorch_baseline.py's."""
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = torch.full((x.shape[0], 1), (k + 0.5) / steps, dtype=x.dtype, device=x.device)
+        x = x + dt * velocity(torch.cat([x, t], dim=-1))
+    return x
+
+
 def graphed(fn):
-    """fn captured in a CUDA graph; returns the replay."""
+    """fn captured in a CUDA graph: a call replays it and returns the
+    output captured."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -98,59 +109,69 @@ def graphed(fn):
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+        out = fn()
+
+    def replay():
+        graph.replay()
+        return out
+    return replay
 
 
+@torch.no_grad()
 def bench(args):
     dim, hidden, steps = (int(v) for v in args.shape.split(","))
     torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     torch.manual_seed(0)
-    model = torch_ref.FlowModel(dim, hidden).cuda()
+    model = torch_ref.FlowModel(dim, hidden).cuda()  # the seed: silu, raw time, x,t,c
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision, torch.float32)
+    velocity = model.velocity.to(dtype)
     s = flowgen.Sampler.from_module(model, steps=steps, precision=args.precision)
     ref = flowgen.Sampler.from_module(model, steps=steps, device="cpu")
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
+        torch._dynamo.reset()  # a fresh compile a batch size, no recompile limit
         x0 = torch.randn(batch, dim, device="cuda")
+        xt = x0.to(dtype)
         y = torch.empty_like(x0)
         expect = ref(x0.cpu().numpy(), out=np.empty((batch, dim)))
         runs = args.runs if batch <= 4096 else max(10, args.runs // 10)
 
-        def torch_eager():
-            return torch_ref.sample(model, x0, steps)
+        def flowgen_call():
+            return s(x0, out=y)
 
-        candidates = {"flowgen": lambda: s(x0, out=y),
-                      "flowgen graph": None,
-                      "torch eager": torch_eager,
-                      "torch graph": None,
-                      "torch.compile": None,
-                      "torch.compile max-autotune": None}
-        candidates["flowgen graph"] = graphed(lambda: s(x0, out=y))
-        candidates["torch graph"] = graphed(torch_eager)
+        def torch_eager(x):
+            return integrate(velocity, x, steps)
+
+        candidates = {"flowgen": flowgen_call,
+                      "flowgen graph": graphed(flowgen_call),
+                      "torch eager": lambda: torch_eager(xt),
+                      "torch graph": graphed(lambda: torch_eager(xt))}
         if "compile" not in args.skip:
-            candidates["torch.compile"] = torch.compile(torch_eager)
+            compiled = torch.compile(torch_eager)
+            candidates["torch.compile"] = lambda: compiled(xt)
         if "compile-max" not in args.skip:
-            candidates["torch.compile max-autotune"] = torch.compile(torch_eager,
-                                                                     mode="max-autotune")
+            autotuned = torch.compile(torch_eager, mode="max-autotune")
+            candidates["torch.compile max-autotune"] = lambda: autotuned(xt)
         for name, fn in candidates.items():
-            if fn is None:
-                continue
             for _ in range(5):
                 fn()
             torch.cuda.synchronize()
             latency = median_us(fn, runs, torch.cuda.synchronize)
             host = median_us(fn, runs)
             torch.cuda.synchronize()
-            out = fn()
+            got = fn()
             torch.cuda.synchronize()
-            got = (y if name.startswith("flowgen") else out).double().cpu().numpy()
-            err = float(np.linalg.norm(got - expect) / max(np.linalg.norm(expect), 1e-300))
+            err = rel_err(got.double().cpu().numpy(), expect)
             rows.append({"batch": batch, "what": name, "latency_us": latency, "host_us": host,
                          "rel_err": err})
             print(f"B={batch:6d} {name:28s} latency {latency:10.1f} us  host {host:8.1f} us  "
                   f"err {err:.2e}", flush=True)
     return rows
+
+
+def rel_err(x, ref):
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def main():
