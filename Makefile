@@ -59,7 +59,7 @@ TESTS    := $(patsubst %,$(BUILD)/tests/%,$(SLOW_TESTS)) \
               $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu check-layers bench probe launcher-bench demo demo-cond deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu test-python check-layers bench probe launcher-bench demo demo-cond deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -103,6 +103,8 @@ help:
 	@echo "make demo-cond  the conditional digits model, a row per class (guidance 2)"
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
+	@echo "make test-python  pip install . into $(PYVENV), then pytest python/tests"
+	@echo "                (PYTHON_TORCH=1: torch too, ~5 GB, for the torch tests)"
 	@echo "                (FLOWGEN_TEST_JOBS=N: test programs at a time; default the CPUs)"
 	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up;"
 	@echo "                then every precision from B=1 to 1048576"
@@ -278,6 +280,18 @@ test: tests
 test-gpu: tests
 	@FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$(abspath $(BUILD)/flowgen) \
 	  FLOWGEN_SOURCE_DIR=$(CURDIR) sh tests/run.sh $(TESTS)
+
+# The Python package (python/, pyproject.toml): a virtual environment of its
+# own, `pip install .` (which runs `make lib cli` and bundles the library
+# and the binary), then pytest python/tests.  The torch tests skip unless
+# torch is in that environment (PYTHON_TORCH=1 installs it from PyPI: about
+# 5 GB; .ci/run does where the disk allows), the GPU ones without a GPU.
+PYVENV ?= $(BUILD)/venv
+test-python: cli lib
+	@test -x $(PYVENV)/bin/pip || $(PYTHON) -m venv $(PYVENV)
+	FLOWGEN_BUILD_DIR=$(BUILD) $(PYVENV)/bin/pip install -q --upgrade ".[test]"
+	$(if $(PYTHON_TORCH),$(PYVENV)/bin/pip install -q torch safetensors)
+	$(PYVENV)/bin/python -m pytest -q -rs python/tests
 
 # LSAN_OPTIONS: see tests/lsan.supp.  verify_asan_link_order=0: tests/run.sh
 # line-buffers the tests with stdbuf, whose LD_PRELOAD comes before ASan's

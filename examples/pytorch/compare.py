@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Steps 2 and 3: sample with flowgen, then check against PyTorch and float64.
+"""Steps 2 and 3: sample with flowgen in-process, then check against PyTorch
+and float64.
 
-Runs
-    flowgen sample --weights WEIGHTS --steps S --solver SOLVER --x0 X0 -o OUT
-                   --device gpu [--cond COND [--guidance W]]
-($FLOWGEN, else ../../build/flowgen), integrates the same ODE in PyTorch
-(fp32, on the GPU when there is one; flowgen_export.sample) and in float64
-numpy, and prints the relative L2 errors.  The model's activation, time
-embedding and input order come from the file's flowgen.* metadata (absent:
-silu, raw, x,t,c, the seed model).  Exits 1 if flowgen differs from float64
-by more than --tolerance (1e-5), with flowgen's own exit code if flowgen
-fails.  Without torch installed the PyTorch comparison is skipped (numpy is
-enough for the float64 one).
+Samples the model with the flowgen package (flowgen.Sampler, on the GPU, or
+with --device cpu its float64 reference: `pip install .` in the
+repository), integrates the same ODE in PyTorch (fp32, on the GPU when
+there is one; flowgen.torch_ref.sample) and in float64 numpy, and prints
+the relative L2 errors.  The model's activation, time embedding and input
+order come from the file's flowgen.* metadata (absent: silu, raw, x,t,c,
+the seed model).  Exits 1 if flowgen differs from float64 by more than
+--tolerance (1e-5), with flowgen's exit code for its error if flowgen
+fails (5: no GPU).  Without torch installed the PyTorch comparison is
+skipped (numpy is enough for --device cpu and the float64 check).
 
     python3 compare.py [--weights model.safetensors] [--x0 x0.npy] [--steps 32]
                        [--solver euler] [--cond cond.npy] [--guidance W]
@@ -20,15 +20,12 @@ enough for the float64 one).
 import argparse
 import json
 import math
-import os
 import struct
-import subprocess
 import sys
 
 import numpy as np
 from safetensors.numpy import load_file
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 ERF = np.vectorize(math.erf)
 ACTIVATIONS = {
@@ -39,7 +36,7 @@ ACTIVATIONS = {
     "relu": lambda v: np.maximum(v, 0.0),
     "tanh": np.tanh,
 }
-# (c, a, b) of flowgen's solvers: see flowgen_export.SOLVERS.
+# (c, a, b) of flowgen's solvers: see flowgen.torch_ref.SOLVERS.
 SOLVERS = {
     "euler": ((0.5,), (0.0,), (1.0,)),
     "midpoint": ((0.0, 0.5), (0.0, 0.5), (0.0, 1.0)),
@@ -108,14 +105,13 @@ def sample_f64(weights, meta, x0, steps, solver, cond, guidance):
 
 
 def sample_torch_f32(weights_path, meta, x0, steps, solver, cond, guidance):
-    """flowgen_export.sample with the saved weights, fp32; None without torch."""
+    """flowgen.torch_ref.sample with the saved weights, fp32; None without torch."""
     try:
         import torch
         from safetensors.torch import load_file as load_torch
     except ImportError:
         return None, "torch is not installed"
-    sys.path.insert(0, HERE)
-    import flowgen_export as fx
+    from flowgen import torch_ref as fx
 
     # Plain fp32 products: TF32 would round the inputs to 10 mantissa bits.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -144,23 +140,37 @@ def relative_l2(x, ref):
     return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
-def run_flowgen(a):
-    flowgen = os.environ.get("FLOWGEN") or os.path.join(HERE, "..", "..", "build", "flowgen")
-    cmd = [flowgen, "sample", "--weights", a.weights, "--steps", str(a.steps),
-           "--solver", a.solver, "--x0", a.x0, "-o", a.out, "--device", a.device]
-    if a.cond:
-        cmd += ["--cond", a.cond]
-    if a.guidance is not None:
-        cmd += ["--guidance", repr(a.guidance)]
-    print("$ " + " ".join(cmd), flush=True)
+def run_flowgen(a, x0, cond):
+    """flowgen.Sampler in this process: the GPU kernel, or the fp64
+    reference (--device cpu; auto: the GPU where torch sees one)."""
     try:
-        done = subprocess.run(cmd)
-    except OSError as e:
-        sys.exit(f"compare: cannot run {flowgen}: {e.strerror} (build it, or set $FLOWGEN)")
-    if done.returncode != 0:
-        print(f"compare: flowgen failed (exit code {done.returncode})", file=sys.stderr)
-        sys.exit(done.returncode)
-    return np.load(a.out)
+        import flowgen
+    except ImportError as e:
+        sys.exit(f"compare: the flowgen package is not installed ({e}): pip install . in the "
+                 "repository")
+    device = a.device
+    if device == "auto":
+        try:
+            import torch
+            device = "gpu" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            device = "cpu"
+    try:
+        s = flowgen.Sampler.from_safetensors(a.weights, steps=a.steps, solver=a.solver,
+                                             device="cpu" if device == "cpu" else "cuda",
+                                             guidance=a.guidance is not None)
+        print(f"compare: {s}", flush=True)
+        if device == "cpu":
+            x = s(x0, cond=cond, guidance=a.guidance)
+        else:
+            import torch
+            dev = lambda v: None if v is None else torch.from_numpy(v).cuda()  # noqa: E731
+            x = s(dev(x0), cond=dev(cond), guidance=a.guidance).cpu().numpy()
+    except flowgen.Error as e:
+        print(f"compare: flowgen failed: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    np.save(a.out, x)
+    return x
 
 
 def main():
@@ -173,8 +183,8 @@ def main():
                                   "default cond.npy when the model has C > 0)")
     p.add_argument("--guidance", type=float, help="classifier-free guidance weight w")
     p.add_argument("--device", choices=["gpu", "cpu", "auto"], default="gpu",
-                   help="passed to flowgen sample: gpu (default) runs the generated "
-                        "kernel; cpu its float64 reference, to try this without a GPU")
+                   help="gpu (default) runs the generated kernel; cpu its float64 "
+                        "reference, to try this without a GPU; auto: gpu where there is one")
     p.add_argument("--out", default="out.npy", help="flowgen's output file")
     p.add_argument("--tolerance", type=float, default=1e-5,
                    help="largest accepted flowgen vs float64 error")
@@ -191,7 +201,7 @@ def main():
     if a.guidance is not None and cond is None:
         sys.exit("compare: --guidance needs a conditional model and --cond")
 
-    x_flowgen = run_flowgen(a)
+    x_flowgen = run_flowgen(a, x0, cond)
     if x_flowgen.shape != x0.shape:
         sys.exit(f"compare: {a.out} has shape {x_flowgen.shape}, expected {x0.shape}")
     args = (x0, a.steps, a.solver, cond, a.guidance)

@@ -9,8 +9,8 @@ Writes, into --out-dir (default: here):
   cond.npy            with --cond C > 0: a conditioning batch, float32 [B, C]
 
 The model keeps its random initial weights; a trained one is saved the same
-way (flowgen_export.save(model, path)).  The flags are flowgen's own (see
-flowgen_export.py for the family):
+way (flowgen.export(model, path)).  The flags are flowgen's own (see
+flowgen.torch_ref for the family; `pip install .` in the repository):
 
     python3 export.py [--dim 16] [--hidden 64] [--cond 0] [--layers 3]
                       [--act silu] [--time raw] [--input x,t,c]
@@ -23,8 +23,8 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flowgen_export as fx  # noqa: E402
+import flowgen
+from flowgen import torch_ref as fx
 
 
 def main():
@@ -51,7 +51,7 @@ def main():
 
     os.makedirs(a.out_dir, exist_ok=True)
     weights_path = os.path.join(a.out_dir, "model.safetensors")
-    fx.save(model, weights_path)
+    flowgen.export(model, weights_path)
     gen = torch.Generator().manual_seed(a.seed + 1)
     x0 = torch.randn(a.batch, a.dim, generator=gen)
     np.save(os.path.join(a.out_dir, "x0.npy"), x0.numpy().astype(np.float32))
