@@ -109,6 +109,7 @@ _SIGNATURES = {
     "flowrt_sample_cond": (S, [P, c_uint64, c_uint64, c_uint64, c_uint64, c_float, c_int64,
                                c_void_p, POINTER(ErrorStruct)]),
     "flowrt_sampler_reserve": (S, [P, c_int64, POINTER(ErrorStruct)]),
+    "flowrt_sampler_prepare": (S, [P, c_int64, POINTER(ErrorStruct)]),
     "flowrt_sampler_workspace_bytes": (c_size_t, [P, c_int64]),
     "flowrt_cache_dir": (S, [c_char_p, c_size_t, POINTER(ErrorStruct)]),
     "flowrt_cache_warm": (S, [c_char_p, POINTER(Spec), POINTER(Options), POINTER(c_bool),

@@ -248,15 +248,28 @@ class Sampler:
                 f"{self.solver} {self.precision}{guided}, {self.device})")
 
     def reserve(self, max_batch):
-        """Makes the conditioning workspace hold max_batch rows now, so that
-        calls of up to max_batch rows allocate nothing (needed before a CUDA
-        graph capture of a conditional model's call)."""
+        """Makes a call of max_batch rows allocate and compile nothing: the
+        kernel variant that serves it is loaded now and the conditioning
+        workspace holds max_batch rows (needed before a CUDA graph capture
+        of a call that was not made before)."""
         if self._ptr is None:
             return
+        self.prepare(max_batch)
         st = _lib.lib().flowrt_sampler_reserve(self._ptr, int(max_batch), self._err_ref)
         if st:
             _lib.raise_error(st, self._err)
         self._reserved = max(self._reserved, int(max_batch))
+
+    def prepare(self, batch=None):
+        """Compiles (or finds in the cache) and loads the kernel variant that
+        serves batch now, or every variant (None); a call otherwise does so
+        at the first batch each variant serves."""
+        if self._ptr is None:
+            return
+        st = _lib.lib().flowrt_sampler_prepare(self._ptr, -1 if batch is None else int(batch),
+                                               self._err_ref)
+        if st:
+            _lib.raise_error(st, self._err)
 
     # ---- sampling -------------------------------------------------------
     def __call__(self, x0, out=None, *, cond=None, guidance=None, null_cond=None):
