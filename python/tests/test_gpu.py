@@ -143,6 +143,25 @@ def test_a_conditional_graph_needs_reserve():
     assert torch.equal(y, s(x0, cond=c, guidance=2.0))
 
 
+def test_capture_needs_the_variant_loaded():
+    """Variants compile at their first batch: capturing a batch never called
+    raises, naming prepare; after reserve (or prepare) it needs no warm-up."""
+    s = flowgen.Sampler.from_safetensors(DIGITS)
+    x0 = torch.randn(3000, 64, device="cuda")
+    y = torch.empty_like(x0)
+    stream = torch.cuda.Stream()
+    with pytest.raises(flowgen.Error, match="prepare"):
+        with torch.cuda.stream(stream), torch.cuda.graph(torch.cuda.CUDAGraph(), stream=stream):
+            s(x0, out=y)
+    s.reserve(3000)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        s(x0, out=y)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    assert torch.equal(y, s(x0))
+
+
 def test_compile_fullgraph():
     s = flowgen.Sampler.from_safetensors(DIGITS_COND, guidance=True)
     x0 = torch.randn(20, 64, device="cuda")
