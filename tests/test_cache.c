@@ -1382,16 +1382,35 @@ static void test_runtime_setup_refuses_untrusted_folder(void **state) {
 }
 
 /* The key flowrt_cache_warm stores spec under. */
-static char *warm_key(const flowgen_spec *spec) {
+/* The keys of the entries flowrt_cache_warm writes for spec: its parts,
+ * the pack kernel's ([0]) and each variant's; *count of them. */
+static char **warm_keys(const flowgen_spec *spec, int *count) {
   flowgen_spec resolved = *spec;
   resolved.arch_specific = fg_arch_specific(resolved.arch);
+  flowgen_options opts = {.part = FLOWGEN_PART_PACK};
   flowgen_kernel *k = NULL;
-  assert_int_equal(flowgen_generate(&resolved, NULL, &k, NULL), FLOWGEN_OK);
-  char *key = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
+  assert_int_equal(flowgen_generate(&resolved, &opts, &k, NULL), FLOWGEN_OK);
+  int n = flowgen_kernel_variant_count(k) + 1;
+  char **keys = calloc((size_t)n, sizeof *keys);
+  assert_non_null(keys);
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) {
+      flowgen_kernel_free(k);
+      opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i - 1};
+      assert_int_equal(flowgen_generate(&resolved, &opts, &k, NULL), FLOWGEN_OK);
+    }
+    keys[i] = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
                             resolved.arch, FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
+    assert_non_null(keys[i]);
+  }
   flowgen_kernel_free(k);
-  assert_non_null(key);
-  return key;
+  *count = n;
+  return keys;
+}
+
+static void free_keys(char **keys, int count) {
+  for (int i = 0; i < count; ++i) free(keys[i]);
+  free(keys);
 }
 
 /* Someone who can write the folder plants a "cubin" under the very keys
@@ -1404,9 +1423,10 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
   char *module_key = fg_module_key(tiny_source, sizeof tiny_source - 1, 90,
                                    FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
   flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
-  char *spec_key = warm_key(&spec);
+  int parts = 0;
+  char **part_keys = warm_keys(&spec, &parts);
   put_ok(cache, module_key, "planted", 7);
-  put_ok(cache, spec_key, "planted", 7);
+  for (int i = 0; i < parts; ++i) put_ok(cache, part_keys[i], "planted", 7);
   assert_int_equal(chmod(cache, 0777), 0);
 
   /* The runtime: no disk cache, so build_module passes no folder. */
@@ -1428,7 +1448,8 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
   assert_int_equal(flowrt_cache_warm(cache, &spec, NULL, &was_cached, &err), FLOWGEN_IO);
   if (!strstr(err.message, cache) || !strstr(err.message, "FLOWGEN_CACHE_TRUST=any"))
     fail_msg("unexpected message: %s", err.message);
-  assert_hit(cache, spec_key, "planted", 7); /* neither read nor replaced */
+  for (int i = 0; i < parts; ++i) /* neither read nor replaced */
+    assert_hit(cache, part_keys[i], "planted", 7);
 
   /* Opted in, the plant is taken. */
   assert_true(fg_cache_setup(cache, 1, true, buf, sizeof buf, NULL, NULL));
@@ -1444,7 +1465,7 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
   assert_int_equal(flowrt_cache_warm(cache, &spec, NULL, &was_cached, &err), FLOWGEN_OK);
   assert_true(was_cached);
   free(module_key);
-  free(spec_key);
+  free_keys(part_keys, parts);
 }
 
 /* flowrt_cache_warm's job is the disk: there a full disk is an error, and
@@ -1469,8 +1490,11 @@ static void test_warm_on_a_full_disk(void **state) {
   assert_false(was_cached);
   assert_int_equal(flowrt_cache_warm(dir, &spec, NULL, &was_cached, &err), FLOWGEN_OK);
   assert_true(was_cached);
-  assert_int_equal(count_files(dir, NULL, ".fgc"), 1);
-  assert_int_equal(count_files(dir, NULL, NULL), 1);
+  int parts = 0;  /* an entry a part: the pack kernel's and each variant's */
+  free_keys(warm_keys(&spec, &parts), parts);
+  assert_true(parts > 1);
+  assert_int_equal(count_files(dir, NULL, ".fgc"), parts);
+  assert_int_equal(count_files(dir, NULL, NULL), parts);
 }
 
 static void test_read_only_folder(void **state) {
@@ -1593,9 +1617,10 @@ static void test_cli_fifo_at_entry_path(void **state) {
   fg_test_path_join(cache, *state, "cache");
   assert_int_equal(mkdir(cache, 0700), 0);
   flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
-  char *key = warm_key(&spec);
-  entry_file(path, cache, key);
-  free(key);
+  int parts = 0;
+  char **keys = warm_keys(&spec, &parts);
+  entry_file(path, cache, keys[0]);  /* the pack kernel's */
+  free_keys(keys, parts);
   assert_int_equal(mkfifo(path, 0600), 0);
   const char *warm = "cache warm --arch sm_90 --dim 2 --hidden 4 --steps 1";
 
@@ -1609,8 +1634,13 @@ static void test_cli_fifo_at_entry_path(void **state) {
   assert_non_null(strstr(out, "INVALID"));
   assert_non_null(strstr(out, "(not a regular file (a FIFO))"));
   free2(out, err);
+  /* the variants compiled beside the pack kernel's part, if any, are
+   * entries like any other: clear removes them, never the FIFO */
+  int entries = count_files(cache, NULL, ".fgc") - 1;
   assert_int_equal(flowgen_cli(&out, &err, "cache clear --dir '%s'", cache), 0);
-  assert_string_equal(out, "removed 0 files\n");
+  char removed[64];
+  snprintf(removed, sizeof removed, "removed %d file%s\n", entries, entries == 1 ? "" : "s");
+  assert_string_equal(out, removed);
   free2(out, err);
   assert_int_equal(file_type(path), S_IFIFO);
 }
@@ -1645,7 +1675,10 @@ static void test_cli_refuses_untrusted_or_unusable_folder(void **state) {
     assert_int_equal(flowgen_cli(&out, &err, "%s", commands[0]), 0);
     assert_non_null(strstr(out, "compiled and cached"));
     free2(out, err);
-    assert_int_equal(count_files(shared, NULL, ".fgc"), 1);
+    flowgen_spec spec = fg_test_spec(2, 4, 1, 90);  /* commands[0]'s */
+    int parts = 0;
+    free_keys(warm_keys(&spec, &parts), parts);
+    assert_int_equal(count_files(shared, NULL, ".fgc"), parts);
   }
   unsetenv("FLOWGEN_CACHE_TRUST");
   unsetenv("FLOWGEN_CACHE_DIR");
