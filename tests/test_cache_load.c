@@ -218,12 +218,15 @@ static int run_process(int proc) {
 
 /* ---- the parent --------------------------------------------------------- */
 
-/* The cache key of each shape's cubin. */
+/* The cache key of each shape's pack kernel's cubin (warm stores an entry
+ * a part: the pack kernel's and each variant's). */
 static void compute_shape_keys(void) {
   for (int i = 0; i < SHAPES; ++i) {
     flowgen_spec spec = fg_test_spec(shapes[i][0], shapes[i][1], shapes[i][2], 90);
+    spec.arch_specific = fg_arch_specific(spec.arch);  /* as warm resolves it */
+    flowgen_options pack = {.part = FLOWGEN_PART_PACK};
     flowgen_kernel *k = NULL;
-    assert_int_equal(flowgen_generate(&spec, NULL, &k, NULL), FLOWGEN_OK);
+    assert_int_equal(flowgen_generate(&spec, &pack, &k, NULL), FLOWGEN_OK);
     load.shape_key[i] = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
                                       90, FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
     flowgen_kernel_free(k);
