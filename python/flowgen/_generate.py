@@ -51,17 +51,25 @@ def _options(tune, host_launcher=False, template_dir=None):
 
 def generate(dim=64, steps=32, hidden=None, solver="euler", precision="fp32", arch="sm_90", *,
              cond=None, layers=None, act=None, time=None, input=None, guidance=None, name=None,
-             tune=None, host_launcher=False, template_dir=None):
+             tune=None, host_launcher=False, template_dir=None, batch=None):
     """The CUDA source of the kernel for the shape: the same text as
     `flowgen --dim ... -o file.cu` writes.  hidden None = 4 * dim; the
     family's fields None = the seed's (cond 0, layers 3, silu, raw, x,t,c,
-    no guidance).  Bad values raise ArgumentError (a ValueError) with the
-    CLI's words."""
+    no guidance); batch: only the variant that serves that batch (and the
+    pack kernel), as `flowgen --batch N`.  Bad values raise ArgumentError
+    (a ValueError) with the CLI's words."""
     err = _lib.ErrorStruct()
     spec = make_spec(dict(dim=dim, hidden=hidden, steps=steps, solver=solver,
                           precision=precision, arch=arch, name=name, cond=cond, layers=layers,
                           act=act, time=time, input=input, guidance=guidance), err)
     opts = _options(tune, host_launcher, template_dir)
+    if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, int):
+            raise TypeError(f"batch: {batch!r} is not an int")
+        if batch < 0:
+            raise _lib.ArgumentError(f"batch: {batch} is not a batch size (0 or more)",
+                                     "INVALID", 2)
+        opts.part, opts.batch = _lib.PART_BATCH, batch
     L = _lib.lib()
     kernel = ctypes.c_void_p()
     st = L.flowgen_generate(ctypes.byref(spec), ctypes.byref(opts), ctypes.byref(kernel),

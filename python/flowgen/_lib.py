@@ -62,7 +62,10 @@ class Device(Structure):
 class Options(Structure):
     _fields_ = [("template_dir", c_char_p), ("host_launcher", c_bool),
                 ("instruction_limit", c_uint64), ("memory_limit", c_size_t),
-                ("tune", c_char_p), ("time_limit_ms", c_uint32), ("device", Device)]
+                ("tune", c_char_p), ("time_limit_ms", c_uint32), ("device", Device),
+                ("part", c_int), ("variant", c_int), ("batch", c_int64)]
+
+PART_BATCH = 3  # flowgen_part: FLOWGEN_PART_BATCH
 
 
 class RtOptions(Structure):

@@ -29,6 +29,8 @@ def test_version_is_the_headers():
      ["--dim", 32, "--steps", 16, "--host-launcher", "--name", "mine"]),
     (dict(dim=64, steps=32, arch="sm_90a", precision="tf32"),
      ["--dim", 64, "--steps", 32, "--arch", "sm_90a", "--precision", "tf32"]),
+    (dict(dim=64, steps=32, batch=8, host_launcher=True),
+     ["--dim", 64, "--steps", 32, "--batch", 8, "--host-launcher"]),
 ])
 def test_generate_equals_the_cli(kwargs, flags, tmp_path):
     out = tmp_path / "k.cu"
@@ -60,6 +62,8 @@ def test_generate_tune_equals_the_cli(tmp_path):
     (dict(dim=True), TypeError, "dim"),
     (dict(guidance=1), TypeError, "guidance"),
     (dict(tune="nonsense!"), ValueError, "nonsense"),
+    (dict(batch=-1), ValueError, "batch: -1"),
+    (dict(batch=8.0), TypeError, "batch"),
 ])
 def test_generate_refuses(kwargs, exc, words):
     with pytest.raises(exc, match=re.escape(words)) as e:
