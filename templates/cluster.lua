@@ -100,9 +100,9 @@ local function layout(ctx, blocks, rows, fold)
   })
 end
 
--- The model family: the seed's depth, any activation and time, no
--- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
+-- The model family: the seed's depth, any activation, time and
+-- conditioning, no guidance (plan.lua leaves it out for the others).
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true, cond = true}) end
 
 local function blocks_of(ctx) return ctx.tune:dial(M.name, "blocks", 4) end
 
