@@ -1384,13 +1384,13 @@ static void test_family_refused(void **state) {
   flowgen_kernel_free(k);
 
   flowgen_spec_default(&spec);
-  spec.time.features = 8;
+  spec.layers = 4;
   flowgen_options opts = {.tune = "only=cluster:rmma3"};
   assert_int_equal(flowgen_generate(&spec, &opts, &k, &err), FLOWGEN_UNSUPPORTED);
   assert_null(k);
   assert_contains(err.message, "tune: no strategy left to serve this spec (left out for the model: ");
-  assert_contains(err.message, "cluster: raw time only");
-  assert_contains(err.message, "rmma3: raw time only");
+  assert_contains(err.message, "cluster: L = 3 only");
+  assert_contains(err.message, "rmma3: L = 3 only");
 }
 
 /* ---- speed -------------------------------------------------------------------- */
