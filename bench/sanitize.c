@@ -15,9 +15,9 @@
  * case compiles its whole module first, which takes most of a light run).
  * --tune: planner overrides for every case (docs/tuning.md), as
  * flowrt_options.tune.
- * The model family too: conditioning (the cond kernel's two tilings, the
- * cluster kernel, folded or not, wgstream), guidance, L = 2 and 5, sin
- * time, other activations.
+ * The model family too: conditioning (the cond kernel's three tilings,
+ * the cluster kernel, folded or not, wgstream), guidance (the cluster
+ * kernel's too), L = 2 and 5, sin time, other activations.
  * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag
  * (or a --shape no case has).
  */
@@ -143,6 +143,9 @@ int main(int argc, char **argv) {
       {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 40, 0, NULL, NULL, 2.0f},
       {32, 128, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-5, 0, 2, "relu", NULL, 0},
       {32, 128, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 8, 5, "gelu_tanh", "sin:16", 2.0f},
+      /* the cluster kernel with guidance: folded; layer 2 by lanes, four stages */
+      {64, 128, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 300, 0, "gelu", NULL, 2.0f},
+      {16, 64, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-5, 8, 0, "relu", NULL, 2.0f},
   };
   bool any = !shape_dim;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c)
@@ -203,6 +206,11 @@ int main(int argc, char **argv) {
       if (v->max_batch >= 0 && hi != odd && hi != lo && !light)
         failures += check(s, &spec, w, v->strategy, hi, cases[c].tolerance, guidance);
     }
+    /* the conditioning kernel's matrix-unit tiles: from 128 tiles of 128
+     * samples x 64 units (sm_80 on) */
+    const int64_t col_tiles = (spec.hidden + 63) / 64, big = 128 * ((128 + col_tiles - 1) / col_tiles);
+    if (spec.cond && !light && strncmp("cond", only, strlen(only)) == 0)
+      failures += check(s, &spec, w, "cond-tf32x3", big, cases[c].tolerance, guidance);
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
   }

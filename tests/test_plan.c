@@ -538,9 +538,9 @@ static void expect_every_batch(const flowgen_kernel *k, const char *what) {
 /* The specialized strategies (cluster, rmma, rmma3, wgmma, wgstream) serve
  * the seed's depth, at any activation, time and input order: such a
  * member's plan is the seed's where the time is raw.  The cluster kernel
- * and wgstream serve conditioning too; another depth or guidance leave
- * them all out, and the generic strategies (tiled, mma, grid, gemm) serve
- * every batch. */
+ * and wgstream serve conditioning too, the cluster kernel guidance too;
+ * another depth leaves them all out, and the generic strategies (tiled,
+ * mma, grid, gemm) serve every batch. */
 static void test_family_chains(void **state) {
   (void)state;
   /* the plans only, as build_table */
@@ -559,7 +559,7 @@ static void test_family_chains(void **state) {
   };
   /* the specialized strategies that may serve each of generic[] */
   static const char *const may[][4] = {
-      {"cluster", "wgstream"}, {0}, {0}, {"cluster", "rmma", "wgmma", "wgstream"}, {0}, {0},
+      {"cluster", "wgstream"}, {0}, {0}, {"cluster", "rmma", "wgmma", "wgstream"}, {"cluster"}, {0},
   };
   /* the shapes of every kind of chain: small weights, the cluster split's, large */
   static const int shapes3[][2] = {{17, 200}, {64, 256}, {128, 512}};
@@ -611,9 +611,10 @@ static void test_family_chains(void **state) {
 
 /* A member's plan by hand: with conditioning, the cluster kernel over
  * three waves (rmma3 serves no conditioning), then the seed's large
- * batches (wgstream3 on sm_90a); guidance, which the cluster kernel does
- * not serve: the tiled kernel's cluster split in its place; only= a
- * strategy that does not serve the member is refused, naming why. */
+ * batches (wgstream3 on sm_90a); guidance: the cluster kernel up to 4
+ * samples a cluster (two rows each through the hidden layers), its last
+ * over three waves, then the generic kernels; only= a strategy that does
+ * not serve the member is refused, naming why. */
 static void test_family_plan(void **state) {
   (void)state;
   flowgen_spec fp32 = spec_of(64, 256, FLOWGEN_PRECISION_FP32, 90, false);
@@ -626,7 +627,11 @@ static void test_family_plan(void **state) {
                "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-120 "
                "cluster4_r6 121-180 cluster4_r8 181-720 tiled8 721-1056 wgstream3 1057-");
   fp32.arch_specific = false;
-  fp32.guidance = true;  /* blocks of half the samples on the matrix units */
+  fp32.guidance = true;
+  expect_chain(&fp32, NULL,
+               "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 cluster4_r4 91-360 "
+               "tiled8 361-1056 tiled 1057-4224 mma 4225-");
+  /* blocks of half the samples on the matrix units */
   flowgen_kernel *k = plan_of(&fp32, NULL);
   const flowgen_variant *last = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
   assert_string_equal(last->strategy, "mma");
