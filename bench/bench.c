@@ -12,8 +12,14 @@
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] [--shapes D,H,S;...]
  *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
  *              [--no-startup] [--no-baseline] [--tune K=V,...]
+ *              [--cond C] [--layers L] [--act A] [--time T] [--guidance W] [--family]
  * --tune: planner overrides for every sampler (docs/tuning.md), as
  * flowrt_options.tune; recorded in the JSON.
+ * --cond ... --guidance W: a member of the model family (random weights of
+ * its shape, a random conditioning per sample; W the guidance weight).
+ * --family: the family's cost table at D=64, H=256, S=32: each member
+ * beside the seed, fp32 and bf16, at B = 1, 8, 1024, 65536 (the ratio to
+ * the seed's time in the same run).
  */
 #include "cuda_api.h"
 #include "flowrt.h"
@@ -85,13 +91,9 @@ static void load_extra_driver(void) {
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-static flowrt_weights *random_weights(int D, int H) {
+static flowrt_weights *random_weights(const flowgen_spec *model) {
   flowrt_weights *w = NULL;
-  flowgen_spec model;
-  flowgen_spec_default(&model);
-  model.dim = D;
-  model.hidden = H;
-  FLOWGEN_CHECK(flowrt_weights_alloc(&model, &w, ERR));
+  FLOWGEN_CHECK(flowrt_weights_alloc(model, &w, ERR));
   bench_fill_weights(w);
   return w;
 }
@@ -193,9 +195,17 @@ typedef struct run_ctx {
   CUdeviceptr x;
   int64_t batch;
   CUstream stream;
+  CUdeviceptr cond;        /* the member's conditioning (0: none) */
+  const float *host_cond;  /* the same on the host */
+  float guidance;
 } run_ctx;
 
 static void launch(const run_ctx *c, int set) {
+  if (c->sampler && c->cond) {
+    FLOWGEN_CHECK(flowrt_sample_cond(c->sampler, c->x0[set], c->x, c->cond, 0, c->guidance,
+                                     c->batch, c->stream, ERR));
+    return;
+  }
   if (c->sampler) {
     FLOWGEN_CHECK(flowrt_sample(c->sampler, c->x0[set], c->x, c->batch, c->stream, ERR));
     return;
@@ -272,9 +282,17 @@ static timing time_runs(const run_ctx *c, int warmup, int runs) {
   return r;
 }
 
+/* The velocity's products a sample (the conditioning's once, the hidden
+ * layers twice with guidance). */
 static double flops_per_sample(const flowgen_spec *s) {
-  double D = s->dim, H = flowgen_spec_hidden(s);
-  return 2.0 * s->steps * ((D + 1) * H + H * H + H * D);
+  double D = s->dim, H = flowgen_spec_hidden(s), L = flowgen_spec_layers(s);
+  double hidden = (L - 2) * H * H * (s->guidance ? 2 : 1);
+  return 2.0 * s->steps * ((D + 1) * H + hidden + H * D) + 2.0 * s->cond * H;
+}
+
+static bool is_seed(const flowgen_spec *s) {
+  return s->cond == 0 && flowgen_spec_layers(s) == 3 && s->act == FLOWGEN_ACT_SILU &&
+         s->time.features == 0 && !s->guidance && (!s->input[0] || strcmp(s->input, "xtc") == 0);
 }
 
 /* Relative L2 error of the last run's output (input set `set`) on up to
@@ -301,9 +319,18 @@ static double check_output(const run_ctx *c, const flowrt_weights *w,
   int64_t stride = c->batch / rows;
   float *sub0 = malloc(rows * D * 4);
   double *ref = malloc(rows * D * 8);
-  for (int64_t r = 0; r < rows; ++r)
+  size_t C = (size_t)c->spec->cond;
+  float *subc = C ? malloc(rows * C * 4) : NULL;
+  for (int64_t r = 0; r < rows; ++r) {
     memcpy(sub0 + r * D, host_x0 + (size_t)set * n + r * stride * D, D * 4);
-  FLOWGEN_CHECK(flowrt_reference_f64(c->spec, w, sub0, ref, rows, ERR));
+    if (subc) memcpy(subc + r * C, c->host_cond + r * stride * C, C * 4);
+  }
+  if (c->sampler && c->cond)
+    FLOWGEN_CHECK(flowrt_reference_cond_f64(c->spec, w, sub0, ref, subc, NULL, c->guidance, rows,
+                                            ERR));
+  else
+    FLOWGEN_CHECK(flowrt_reference_f64(c->spec, w, sub0, ref, rows, ERR));
+  free(subc);
   double num = 0, den = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (size_t d = 0; d < D; ++d) {
@@ -331,18 +358,23 @@ typedef struct options {
   bool no_startup;
   bool no_baseline;
   const char *tune;  /* NULL: the plan as it is */
+  flowgen_spec model;  /* the member's fields (cond, layers, act, time, input, guidance) */
+  float guidance;      /* its guidance weight */
+  bool family;         /* --family */
 } options;
 
+/* One member at one shape and precision; each batch's median into
+ * results (tagged `member`). */
 static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3],
-                        flowgen_precision precision, json_t *results) {
+                        flowgen_precision precision, const flowgen_spec *model, float guidance,
+                        const char *member, json_t *results) {
   const fg_cuda_api *cu = fg_cuda(NULL);
-  flowgen_spec spec;
-  flowgen_spec_default(&spec);
+  flowgen_spec spec = *model;
   spec.dim = shape[0];
   spec.hidden = shape[1];
   spec.steps = shape[2];
   spec.precision = precision;
-  flowrt_weights *w = random_weights(spec.dim, flowgen_spec_hidden(&spec));
+  flowrt_weights *w = random_weights(&spec);
   flowrt_sampler *s = NULL;
   FLOWGEN_CHECK(flowrt_sampler_create(rt, &spec, w, &s, ERR));
   baseline base;
@@ -357,31 +389,43 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
   CUdeviceptr x0[3], x;
   for (int i = 0; i < sets; ++i) CHECK(cu->cuMemAlloc(&x0[i], max_n * 4));
   CHECK(cu->cuMemAlloc(&x, max_n * 4));
+  /* the conditioning: random, a row a sample */
+  float *host_cond = NULL;
+  CUdeviceptr cond = 0;
+  if (spec.cond) {
+    size_t cn = (size_t)max_batch * spec.cond;
+    host_cond = malloc(cn * 4);
+    bench_fill(host_cond, cn, 1.0f);
+    CHECK(cu->cuMemAlloc(&cond, cn * 4));
+    CHECK(cu->cuMemcpyHtoD(cond, host_cond, cn * 4));
+  }
 
   for (int bi = 0; bi < o->batch_count; ++bi) {
     int64_t batch = o->batches[bi];
     size_t n = (size_t)batch * spec.dim;
     bench_fill(host, n * sets, 2.0f);
     for (int i = 0; i < sets; ++i) CHECK(cu->cuMemcpyHtoD(x0[i], host + i * n, n * 4));
-    run_ctx c = {s, &base, &spec, x0, sets, x, batch, NULL};
+    run_ctx c = {s, &base, &spec, x0, sets, x, batch, NULL, cond, host_cond, guidance};
     int runs = o->quick ? 20 : (batch >= 65536 ? 30 : 100);
     timing t = time_runs(&c, 5, runs);
     double err = check_output(&c, w, host, 1);
     const flowgen_variant *v = flowgen_kernel_pick(flowrt_sampler_kernel(s), batch);
     double tflops = flops_per_sample(&spec) * batch / (t.median_us * 1e-6) / 1e12;
 
-    run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL};
+    run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL, 0, NULL, 1.0f};
     timing tb = {NAN, NAN, NAN};
     double berr = NAN;
-    /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop. */
-    if (!o->no_baseline && precision == FLOWGEN_PRECISION_FP32 &&
+    /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop
+     * (and for a member of the family: it computes the seed's model). */
+    if (!o->no_baseline && precision == FLOWGEN_PRECISION_FP32 && is_seed(&spec) &&
         flops_per_sample(&spec) * batch <= 2e12) {
       tb = time_runs(&b, 2, o->quick ? 5 : (batch >= 4096 ? 10 : 30));
       berr = check_output(&b, w, host, 2);
     }
-    printf("D=%-4d H=%-4d S=%-4d %s B=%-8lld %-11s %10.2f us [%9.2f, %9.2f] %8.3f TFLOP/s  "
+    printf("%s%sD=%-4d H=%-4d S=%-4d %s B=%-8lld %-11s %10.2f us [%9.2f, %9.2f] %8.3f TFLOP/s  "
            "relerr %.2e | baseline %10.2f us relerr %.2e\n",
-           spec.dim, spec.hidden, spec.steps, flowgen_precision_name(precision),
+           member ? member : "", member ? ": " : "", spec.dim, spec.hidden, spec.steps,
+           flowgen_precision_name(precision),
            (long long)batch, v->strategy, t.median_us,
            t.min_us, t.max_us, tflops, err, tb.median_us, berr);
     fflush(stdout);
@@ -395,7 +439,11 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
                            isnan(err) ? -1.0 : err, "baseline_median_us",
                            isnan(tb.median_us) ? -1.0 : tb.median_us, "baseline_relerr",
                            isnan(berr) ? -1.0 : berr));
+    if (member) json_object_set_new(json_array_get(results, json_array_size(results) - 1),
+                                    "member", json_string(member));
   }
+  if (cond) cu->cuMemFree(cond);
+  free(host_cond);
   for (int i = 0; i < sets; ++i) cu->cuMemFree(x0[i]);
   cu->cuMemFree(x);
   free(host);
@@ -414,7 +462,11 @@ static void bench_startup(json_t *root, const char *tune) {
   }
   flowgen_spec spec;
   flowgen_spec_default(&spec);
-  flowrt_weights *w = random_weights(64, 256);
+  flowgen_spec model;
+  flowgen_spec_default(&model);
+  model.dim = 64;
+  model.hidden = 256;
+  flowrt_weights *w = random_weights(&model);
   flowrt_options opts = {.disk_cache = 1, .cache_dir = dir, .tune = tune};
   double cold = 0, warm = 0, memory = 0, warm_first_launch = 0, open_ms = 0;
   for (int round = 0; round < 2; ++round) {
@@ -497,8 +549,27 @@ static void parse(int argc, char **argv, options *o) {
   o->batch_count = 6;
   o->precisions[0] = FLOWGEN_PRECISION_FP32;
   o->precision_count = 1;
+  flowgen_spec_default(&o->model);
+  o->guidance = 1.0f;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--quick") == 0) {
+    static const char *const fields[] = {"--cond", "--layers", "--act", "--time"};
+    bool field = false;
+    for (size_t f = 0; f < sizeof fields / sizeof *fields; ++f)
+      if (strcmp(argv[i], fields[f]) == 0 && i + 1 < argc) {
+        flowgen_error e;
+        if (flowgen_spec_set(&o->model, fields[f] + 2, argv[++i], &e) != FLOWGEN_OK) {
+          fprintf(stderr, "bench: %s\n", e.message);
+          exit(2);
+        }
+        field = true;
+      }
+    if (field) continue;
+    if (strcmp(argv[i], "--guidance") == 0 && i + 1 < argc) {
+      o->model.guidance = true;
+      o->guidance = (float)atof(argv[++i]);
+    } else if (strcmp(argv[i], "--family") == 0) {
+      o->family = true;
+    } else if (strcmp(argv[i], "--quick") == 0) {
       o->quick = true;
     } else if (strcmp(argv[i], "--warmup-ms") == 0 && i + 1 < argc) {
       warmup_ms = atof(argv[++i]);
@@ -538,9 +609,66 @@ static void parse(int argc, char **argv, options *o) {
       fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] "
                       "[--shapes D,H,S;...] [--batches B,...] "
                       "[--precisions fp32,tf32,bf16,fp16] [--no-startup] "
-                      "[--no-baseline] [--tune K=V,...]\n");
+                      "[--no-baseline] [--tune K=V,...] [--cond C] [--layers L] [--act A] "
+                      "[--time T] [--guidance W] [--family]\n");
       exit(2);
     }
+  }
+}
+
+/* The family's cost table: each member (the fields as the flags give
+ * them) beside the seed, at the default shape, fp32 and bf16, B = 1, 8,
+ * 1024, 65536; then the table of times and ratios to the seed. */
+static void bench_family(flowrt_runtime *rt, options *o, json_t *results) {
+  static const struct {
+    const char *name, *field, *value;
+    float guidance;
+  } rows[] = {
+      {"seed", NULL, NULL, 1}, {"C=10", "cond", "10", 1}, {"C=512", "cond", "512", 1},
+      {"L=2", "layers", "2", 1}, {"L=5", "layers", "5", 1}, {"gelu", "act", "gelu", 1},
+      {"gelu_tanh", "act", "gelu_tanh", 1}, {"relu", "act", "relu", 1}, {"tanh", "act", "tanh", 1},
+      {"sin:64", "time", "sin:64", 1}, {"C=512+guidance", "cond", "512", 2},
+  };
+  static const int shape[3] = {64, 256, 32};
+  static const int64_t batches[] = {1, 8, 1024, 65536};
+  static const flowgen_precision precisions[] = {FLOWGEN_PRECISION_FP32, FLOWGEN_PRECISION_BF16};
+  memcpy(o->batches, batches, sizeof batches);
+  o->batch_count = 4;
+  o->no_baseline = true;
+  size_t first = json_array_size(results);
+  for (size_t p = 0; p < 2; ++p)
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r) {
+      flowgen_spec m;
+      flowgen_spec_default(&m);
+      if (rows[r].field) FLOWGEN_CHECK(flowgen_spec_set(&m, rows[r].field, rows[r].value, ERR));
+      m.guidance = rows[r].guidance != 1;
+      bench_shape(rt, o, shape, precisions[p], &m, rows[r].guidance, rows[r].name, results);
+    }
+  /* the ratios to the seed's time (same precision and batch) */
+  printf("\nthe family at D=64 H=256 S=32: device time, us (ratio to the seed)\n%-16s %-5s", "member",
+         "prec");
+  for (size_t b = 0; b < 4; ++b) printf("  B=%-7lld         ", (long long)batches[b]);
+  printf("\n");
+  size_t n = json_array_size(results);
+  for (size_t i = first; i < n; i += 4) {
+    json_t *row = json_array_get(results, i);
+    const char *prec = json_string_value(json_object_get(row, "precision"));
+    printf("%-16s %-5s", json_string_value(json_object_get(row, "member")), prec);
+    for (size_t b = 0; b < 4 && i + b < n; ++b) {
+      json_t *cell = json_array_get(results, i + b);
+      double us = json_real_value(json_object_get(cell, "median_us")), seed_us = NAN;
+      for (size_t j = first; j < n; ++j) {
+        json_t *sj = json_array_get(results, j);
+        if (strcmp(json_string_value(json_object_get(sj, "member")), "seed") == 0 &&
+            strcmp(json_string_value(json_object_get(sj, "precision")), prec) == 0 &&
+            json_integer_value(json_object_get(sj, "batch")) ==
+                json_integer_value(json_object_get(cell, "batch")))
+          seed_us = json_real_value(json_object_get(sj, "median_us"));
+      }
+      json_object_set_new(cell, "ratio_to_seed", json_real(us / seed_us));
+      printf("  %10.2f (%5.2fx)", us, us / seed_us);
+    }
+    printf("\n");
   }
 }
 
@@ -568,11 +696,15 @@ int main(int argc, char **argv) {
                            "hold_us", hold_us);
   if (o.tune) json_object_set_new(root, "tune", json_string(o.tune));
   json_t *results = json_array();
-  for (int i = 0; i < o.shape_count; ++i)
-    for (int p = 0; p < o.precision_count; ++p)
-      bench_shape(rt, &o, o.shapes[i], o.precisions[p], results);
+  if (o.family) {
+    bench_family(rt, &o, results);
+  } else {
+    for (int i = 0; i < o.shape_count; ++i)
+      for (int p = 0; p < o.precision_count; ++p)
+        bench_shape(rt, &o, o.shapes[i], o.precisions[p], &o.model, o.guidance, NULL, results);
+  }
   json_object_set_new(root, "results", results);
-  if (!o.no_startup) bench_startup(root, o.tune);
+  if (!o.no_startup && !o.family) bench_startup(root, o.tune);
   if (o.json_path && json_dump_file(root, o.json_path, JSON_INDENT(1) | JSON_SORT_KEYS)) {
     fprintf(stderr, "bench: cannot write %s\n", o.json_path);
     return 1;

@@ -20,6 +20,7 @@
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
 #   digits     the built-in digits model sampled on the GPU and evaluated
+#   family     the model family's cost table beside the seed (bench --family)
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
 set -u
 out=${OUT:-device-out}
@@ -63,6 +64,10 @@ for part in "$@"; do
       python3 bench/pytorch_baseline.py --json "$out/pytorch.json" > "$out/pytorch.txt" || status=1
       python3 bench/compare.py "$out/bench.json" "$out/pytorch.json" | tail -n 20
     fi ;;
+  family)
+    # shellcheck disable=SC2086
+    build/bench $tune --family --json "$out/family.json" > "$out/family.txt" || status=1
+    sed -n '/^the family/,$p' "$out/family.txt" ;;
   precisions)
     batches=${PRECISION_BATCHES:-1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,65536,262144,1048576}
     # shellcheck disable=SC2086

@@ -15,6 +15,9 @@
  * case compiles its whole module first, which takes most of a light run).
  * --tune: planner overrides for every case (docs/tuning.md), as
  * flowrt_options.tune.
+ * The model family too: conditioning (the cond kernel's three tilings,
+ * the cluster kernel, folded or not, wgstream), guidance (the cluster
+ * kernel's too), L = 2 and 5, sin time, other activations.
  * exit status: 0 when every output matches, 1 otherwise, 2 on a bad flag
  * (or a --shape no case has).
  */
@@ -28,27 +31,32 @@
 #include <string.h>
 
 static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weights *w,
-                 const char *strategy, int64_t batch, double tolerance) {
-  size_t n = (size_t)batch * spec->dim;
+                 const char *strategy, int64_t batch, double tolerance, float guidance) {
+  size_t n = (size_t)batch * spec->dim, C = (size_t)spec->cond;
   float *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
   int64_t rows = batch < 16 ? batch : 16, stride = batch / rows;
   float *sub = malloc((size_t)rows * spec->dim * sizeof *sub);
   double *ref = malloc((size_t)rows * spec->dim * sizeof *ref);
+  float *cond = C ? malloc((size_t)batch * C * sizeof *cond) : NULL;
+  float *subc = C ? malloc((size_t)rows * C * sizeof *subc) : NULL;
   flowgen_error err;
   int bad = 1;
-  if (!x0 || !x || !sub || !ref) {
+  if (!x0 || !x || !sub || !ref || (C && (!cond || !subc))) {
     fprintf(stderr, "sanitize: out of memory\n");
     goto done;
   }
   bench_fill(x0, n, 2.0f);
+  if (C) bench_fill(cond, (size_t)batch * C, 1.0f);
   for (size_t i = 0; i < n; ++i) x[i] = NAN;
-  if (flowrt_sample_host(s, x0, x, batch, &err)) {
+  if (flowrt_sample_host_cond(s, x0, x, cond, NULL, guidance, batch, &err)) {
     fprintf(stderr, "sanitize: %s\n", err.message);
     goto done;
   }
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows; ++r) {
     memcpy(sub + r * spec->dim, x0 + r * stride * spec->dim, spec->dim * sizeof *sub);
-  if (flowrt_reference_f64(spec, w, sub, ref, rows, &err)) {
+    if (C) memcpy(subc + r * C, cond + r * stride * C, C * sizeof *subc);
+  }
+  if (flowrt_reference_cond_f64(spec, w, sub, ref, subc, NULL, guidance, rows, &err)) {
     fprintf(stderr, "sanitize: %s\n", err.message);
     goto done;
   }
@@ -68,6 +76,8 @@ static int check(flowrt_sampler *s, const flowgen_spec *spec, const flowrt_weigh
          spec->hidden, spec->steps, strategy,
          (long long)batch, e, bad ? "  FAILED" : "");
 done:
+  free(cond);
+  free(subc);
   free(x0);
   free(x);
   free(sub);
@@ -104,6 +114,10 @@ int main(int argc, char **argv) {
     flowgen_solver solver;
     flowgen_precision precision;
     double tolerance;
+    /* a member of the family (zeros: the seed) */
+    int cond, layers;
+    const char *act, *time;
+    float guidance;  /* 0: none */
   } cases[] = {
       {64, 256, 4, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-6},
       {64, 256, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-6},
@@ -121,6 +135,17 @@ int main(int argc, char **argv) {
       {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4},  /* wgstream: staggered, W1 by 32 */
       {33, 130, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP16, 1e-2},
       {17, 200, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP16, 1e-2},  /* wgmma: 208 = 3 x 64 + 16 */
+      /* the family: the cluster kernel, tiled and wgstream3 with a conditioning */
+      {64, 256, 3, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 40, 0, NULL, NULL, 0},
+      {64, 128, 3, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 300, 0, "gelu", NULL, 0},  /* folded */
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_TF32, 1e-4, 40, 0, NULL, "sin:16", 0},
+      {64, 256, 2, FLOWGEN_SOLVER_MIDPOINT, FLOWGEN_PRECISION_BF16, 1e-2, 40, 0, "tanh", NULL, 0},
+      {64, 256, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 40, 0, NULL, NULL, 2.0f},
+      {32, 128, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-5, 0, 2, "relu", NULL, 0},
+      {32, 128, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 8, 5, "gelu_tanh", "sin:16", 2.0f},
+      /* the cluster kernel with guidance: folded; layer 2 by lanes, four stages */
+      {64, 128, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 300, 0, "gelu", NULL, 2.0f},
+      {16, 64, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-5, 8, 0, "relu", NULL, 2.0f},
   };
   bool any = !shape_dim;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c)
@@ -146,6 +171,15 @@ int main(int argc, char **argv) {
     spec.steps = light && cases[c].steps > 2 ? 2 : cases[c].steps;
     spec.solver = cases[c].solver;
     spec.precision = cases[c].precision;
+    spec.cond = cases[c].cond;
+    spec.layers = cases[c].layers;
+    spec.guidance = cases[c].guidance != 0;
+    if ((cases[c].act && flowgen_spec_set(&spec, "act", cases[c].act, &err)) ||
+        (cases[c].time && flowgen_spec_set(&spec, "time", cases[c].time, &err))) {
+      fprintf(stderr, "sanitize: %s\n", err.message);
+      return 1;
+    }
+    float guidance = cases[c].guidance != 0 ? cases[c].guidance : 1.0f;
     flowrt_weights *w = NULL;
     if (flowrt_weights_alloc(&spec, &w, &err)) {
       fprintf(stderr, "sanitize: %s\n", err.message);
@@ -163,15 +197,20 @@ int main(int argc, char **argv) {
       if (strncmp(v->strategy, only, strlen(only)) != 0) continue;
       int64_t lo = v->min_batch > 0 ? v->min_batch : 1;
       int64_t hi = v->max_batch >= 0 ? v->max_batch : lo + 2 * v->rows_per_block + 3;
-      failures += check(s, &spec, w, v->strategy, lo, cases[c].tolerance);
+      failures += check(s, &spec, w, v->strategy, lo, cases[c].tolerance, guidance);
       int64_t odd = (lo + hi) / 2 | 1;
       if (odd > hi) odd = hi;
-      if (odd != lo && !light) failures += check(s, &spec, w, v->strategy, odd, cases[c].tolerance);
+      if (odd != lo && !light) failures += check(s, &spec, w, v->strategy, odd, cases[c].tolerance, guidance);
       /* the largest batch too (the gemm kernel's tallest tiles at D=128,
        * H=512: B=4224) */
       if (v->max_batch >= 0 && hi != odd && hi != lo && !light)
-        failures += check(s, &spec, w, v->strategy, hi, cases[c].tolerance);
+        failures += check(s, &spec, w, v->strategy, hi, cases[c].tolerance, guidance);
     }
+    /* the conditioning kernel's matrix-unit tiles: from 128 tiles of 128
+     * samples x 64 units (sm_80 on) */
+    const int64_t col_tiles = (spec.hidden + 63) / 64, big = 128 * ((128 + col_tiles - 1) / col_tiles);
+    if (spec.cond && !light && strncmp("cond", only, strlen(only)) == 0)
+      failures += check(s, &spec, w, "cond-tf32x3", big, cases[c].tolerance, guidance);
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
   }

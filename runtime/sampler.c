@@ -77,6 +77,8 @@ struct flowrt_sampler {
   CUdeviceptr params;
   int dim, hidden, cond;
   bool guidance;
+  bool pdl;                   /* sampling kernels launched as the cond kernel's
+                                 programmatic dependents */
   CUdeviceptr workspace;      /* the conditioning's first-layer bias */
   int64_t workspace_rows;     /* rows it holds */
   flowrt_stats stats;
@@ -632,6 +634,10 @@ flowgen_status flowrt_sampler_create_ex(flowrt_runtime *rt, const flowgen_spec *
   flowgen_spec resolved = *spec;
   resolved.arch = rt->compile_arch;
   resolve_arch_specific(&resolved);
+  /* From sm_90 on, a conditional model's sampling kernels wait for the
+   * cond kernel's output (griddepcontrol.wait, templates/lib.lua) and may
+   * start before it ends: their weights' loads overlap it. */
+  s->pdl = spec->cond > 0 && resolved.arch >= 90;
 
   st = push_ctx(rt, err);
   if (st) {
@@ -763,21 +769,30 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, launch_args 
   /* A cooperative launch (every block resident at once), else a cluster
    * launch where the blocks make clusters, as the variant's launch
    * description says and the generated host launcher does. */
-  CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
-  attr.value.cooperative = 1;
-  if (!v->cooperative) {
-    attr = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
-    attr.value.clusterDim.x = (unsigned)v->cluster_blocks;
-    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+  CUlaunchAttribute attrs[2];
+  unsigned n = 0;
+  if (v->cooperative) {
+    attrs[n] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+    attrs[n++].value.cooperative = 1;
+  } else if (v->cluster_blocks > 1) {
+    attrs[n] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    attrs[n].value.clusterDim.x = (unsigned)v->cluster_blocks;
+    attrs[n].value.clusterDim.y = attrs[n].value.clusterDim.z = 1;
+    ++n;
   }
-  bool with_attr = v->cooperative || v->cluster_blocks > 1;
+  /* After the cond kernel, programmatically: the kernel's prologue overlaps
+   * it (a cooperative grid waits for it whole, as before). */
+  if (s->pdl && !v->cooperative) {
+    attrs[n] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig cfg = {.gridDimX = (unsigned)blocks, .gridDimY = 1, .gridDimZ = 1,
                         .blockDimX = (unsigned)v->block_threads,
                         .blockDimY = 1, .blockDimZ = 1,
                         .sharedMemBytes = (unsigned)v->shared_bytes,
                         .hStream = (CUstream)stream,
-                        .attrs = with_attr ? &attr : NULL,
-                        .numAttrs = with_attr ? 1 : 0};
+                        .attrs = n ? attrs : NULL,
+                        .numAttrs = n};
   void *args[] = {&a->x0, &a->x, &a->rows, &s->params, &s->workspace, &a->guidance};
   const flowgen_kernel *k = s->mod->kernel;
   int index = (int)(v - flowgen_kernel_variant(k, 0));

@@ -83,7 +83,10 @@ local function layout(ctx, blocks, rows, fold)
   if not lib.is_pow2(lanes3) or lanes3 > 8 or own % (4 * lanes3) ~= 0 then return nil end
   local by_warp = own % 32 == 0
   local weights_per_thread = D + H // lanes2 + own // lanes3
-  local static_shared = 4 * rows * (D + H + own + 2 * blocks * D + (by_warp and threads // 32 * own or 0)) + 16
+  -- Guided, h1 and layer 2's partials hold two rows a sample (its
+  -- conditional and its null one), h2 the blend of the two (one).
+  local hrows = spec.guidance and 2 * rows or rows
+  local static_shared = 4 * rows * (D + own + 2 * blocks * D) + 4 * hrows * (H + (by_warp and threads // 32 * own or 0)) + 16
   if weights_per_thread > 160 or static_shared > 48 * 1024 then return nil end
   fold = fold and by_warp and #ctx.solver.c == 1 and 2 * own + own // lanes3 <= 160
       and static_shared + 4 * rows * 2 * blocks * (H - D) <= 48 * 1024
@@ -100,9 +103,9 @@ local function layout(ctx, blocks, rows, fold)
   })
 end
 
--- The model family: the seed's depth, any activation and time, no
--- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
+-- The model family: the seed's depth, any activation, time, conditioning
+-- and guidance (plan.lua leaves it out for the others).
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true, cond = true, guidance = true}) end
 
 local function blocks_of(ctx) return ctx.tune:dial(M.name, "blocks", 4) end
 
@@ -131,6 +134,9 @@ function M.chain(ctx, first, cap, waves)
   local fold = probe and probe.fold
   local covered, out = first - 1, {}
   for _, rows in ipairs(ROWS) do
+    -- Guided, a sample takes two rows through the hidden layers: up to 4
+    -- samples a cluster (8 rows, the unguided registers' most).
+    if spec.guidance and rows > 4 then break end
     if cap and covered >= cap then break end
     local limit = cap and math.min(cap, rows * at_once) or rows * at_once
     local v = layout(ctx, blocks, rows, fold and (rows == 1 or spec.hidden <= 2 * spec.dim))

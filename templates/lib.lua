@@ -169,6 +169,19 @@ function M.sampler_params(spec)
   return ", const float* __restrict__ cond_bias, float guidance"
 end
 
+-- Whether the sampling kernels of a conditional model wait for the
+-- conditioning kernel with griddepcontrol.wait (sm_90 on): the runtime
+-- launches them as its programmatic dependents (PDL), so that their
+-- prologue (the weights' loads) overlaps it; each waits before its first
+-- read of cond_bias.  Launched plainly (the host launcher), the wait is a
+-- no-op.
+function M.pdl(spec) return spec.cond > 0 and spec.arch >= 90 end
+
+-- The wait (lib.pdl), at `indent`.
+function M.cond_wait(indent)
+  return indent .. 'asm volatile("griddepcontrol.wait;" ::: "memory");  // the conditioning kernel\'s output is in'
+end
+
 -- Layer l's inputs and outputs (l = 1 to L): W1 is applied to x alone
 -- (its time and conditioning columns are biases: params.lua).
 function M.layer_shape(spec, l)

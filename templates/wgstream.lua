@@ -24,9 +24,9 @@ M.dials = {
 
 local GROUPS = 2  -- tf32's consumer warpgroups
 
--- The model family: the seed's depth, any activation and time, no
--- conditioning (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true}) end
+-- The model family: the seed's depth, any activation, time and
+-- conditioning, no guidance (plan.lua leaves it out for the others).
+function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true, cond = true}) end
 
 -- The layout, else nil and why not.
 function M.layout(ctx)

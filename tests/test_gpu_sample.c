@@ -890,7 +890,8 @@ static double check_family(flowrt_sampler *s, const flowgen_spec *spec, const fl
  * of its plan (the batches at each variant's edges), against the fp64
  * reference at the precision's tolerance.  The fp32 tolerance is the
  * seed's tenfold: gelu's erff and the sin features' table (rounded from
- * fp64) add their own rounding. */
+ * fp64) add their own rounding.  Conditional members also at B = 8 and
+ * B = 20000 (the conditioning kernel's matrix-unit tiles). */
 static void test_family_matches_reference(void **state) {
   FG_SKIP_WITHOUT_GPU();
   gpu_fixture *f = *state;
@@ -948,6 +949,18 @@ static void test_family_matches_reference(void **state) {
             fail_msg("%s %s B=%lld: relerr %.3e > %.0e", what, v->strategy,
                      (long long)batches[b], e, precisions[p].tolerance);
         }
+      }
+      /* A conditional member at B = 8 (the cluster kernel's batches) and at
+       * a batch whose conditioning kernel takes the matrix units' tiles
+       * (from 128 tiles of 128 samples x 64 units). */
+      const int64_t cond_batches[] = {8, 20000};
+      for (int b = 0; spec.cond && b < 2; ++b) {
+        float g = spec.guidance ? 3.0f : 1.0f;
+        double e = check_family(s, &spec, w, cond_batches[b], 32, g, spec.guidance && b, seed + 7 + b);
+        printf("# family %s B=%lld relerr=%.3e\n", what, (long long)cond_batches[b], e);
+        if (!(e <= precisions[p].tolerance))
+          fail_msg("%s B=%lld: relerr %.3e > %.0e", what, (long long)cond_batches[b], e,
+                   precisions[p].tolerance);
       }
       flowrt_sampler_destroy(s);
       flowrt_weights_free(w);

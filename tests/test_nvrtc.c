@@ -432,7 +432,10 @@ static void test_wgstream_compiles(void **state) {
  * order, at packing), each precision of the matrix units, the grid's and
  * gemm's stage loops; the specialized strategies with another activation
  * and input order (the fp32 forms, the packed 16-bit and tf32 ones from
- * fp32, the cluster kernel's fold, the seed layout of W1 they pack from). */
+ * fp32, the cluster kernel's fold, the seed layout of W1 they pack from);
+ * the cluster kernel (folded or not) and wgstream3 with a conditioning;
+ * the cluster kernel with guidance (folded or not, layer 2 by warp or by
+ * lanes). */
 static void test_family_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -450,11 +453,17 @@ static void test_family_compiles(void **state) {
        "cond=16;guidance=1;layers=2"},
       {17, 512, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm", "cond=8;guidance=1"},
       {64, 256, 2, EULER, FP32, 90, true, "only=cluster:rmma3", "cluster4_r1,rmma3_r16", "act=gelu;input=t,x,c"},
-      {32, 128, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1", "act=relu;input=c,t,x"},
+      {32, 128, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1", "act=relu;input=c,t,x;cond=8"},
+      {64, 256, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1,cluster4_r8", "cond=8"},
       {64, 256, 2, EULER, BF16, 90, true, "only=rmma:wgmma", "rmma,wgmma", "act=gelu_tanh"},
       {64, 256, 2, EULER, FP16, 80, false, "only=rmma", "rmma", "act=tanh"},
       {64, 256, 2, EULER, TF32, 90, true, "only=rmma_c2:wgstream", "rmma_c2,wgstream", "act=gelu;input=x,c,t"},
-      {64, 256, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "act=relu"},
+      {64, 256, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "act=relu;cond=8"},
+      /* guided: the cluster kernel's most rows (4 samples, 8 rows), layer 2
+       * by warp; folded (H=128); layer 2 by lanes, four stages */
+      {64, 256, 2, EULER, FP32, 90, false, "only=cluster4_r4", "cluster4_r4", "cond=8;guidance=1"},
+      {64, 128, 2, EULER, FP32, 90, false, "only=cluster4_r2", "cluster4_r2", "cond=8;guidance=1;act=gelu"},
+      {16, 64, 2, RK4, FP32, 90, false, "only=cluster4_r3", "cluster4_r3", "cond=8;guidance=1;act=relu"},
   };
   COMPILE(cases);
 }
