@@ -296,6 +296,7 @@ local variant_fields = {
   {"block_threads", "integer"}, {"rows_per_block", "integer"},
   {"cluster_blocks", "integer"}, {"shared_bytes", "integer"},
   {"params_bytes", "integer"}, {"pack_threads", "integer"},
+  {"cond_threads", "integer", 0}, {"cond_blocks_per_sm", "integer", 0},  -- optional
   {"grid_blocks_per_sm", "integer", 0},  -- optional, with its default
   {"cooperative", "boolean", false}, {"fallback", "integer", 0},
   {"nonportable_cluster", "boolean", false},

@@ -219,6 +219,8 @@ static flowgen_status read_variants(lua_State *L, flowgen_kernel *k,
     v->shared_bytes = (size_t)raw_int(L, "shared_bytes", 0, INT_MAX, &ok);
     v->params_bytes = (size_t)raw_int(L, "params_bytes", 0, LUA_MAXINTEGER, &ok);
     v->pack_threads = (int)raw_int(L, "pack_threads", 1, 1024, &ok);
+    v->cond_threads = (int)raw_int(L, "cond_threads", 0, 1024, &ok);
+    v->cond_blocks_per_sm = (int)raw_int(L, "cond_blocks_per_sm", 0, 32, &ok);
     v->grid_blocks_per_sm = (int)raw_int(L, "grid_blocks_per_sm", 0, 32, &ok);
     v->cooperative = raw_bool(L, "cooperative");
     v->fallback = (int)raw_int(L, "fallback", 0, count, &ok) - 1; /* 1-based there */

@@ -281,6 +281,10 @@ typedef struct flowgen_variant {
   size_t shared_bytes;        /* dynamic shared memory per block */
   size_t params_bytes;        /* size of the packed weight buffer */
   int pack_threads;           /* blockDim.x of the packing kernel */
+  int cond_threads;           /* blockDim.x of the conditioning kernel
+                                 (<name>_cond, C > 0; 0 without) */
+  int cond_blocks_per_sm;     /* its grid.x: this times the device's SMs
+                                 (its blocks take its tiles in turn) */
   bool cooperative;           /* a cooperative launch: every block resident
                                  at once (the persistent grids, whose blocks
                                  meet at grid barriers); such launches use

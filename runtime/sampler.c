@@ -802,15 +802,15 @@ static CUresult launch(flowrt_sampler *s, const flowgen_variant *v, launch_args 
 /* The conditioning's bias of the first layer, once per launch:
  *   <name>_cond(cond, null_cond, batch, params, cond_bias)
  * writes batch x H floats (guided: 2H a row, the conditional then the
- * null bias).  One thread an output element, blocks of the plan's
- * pack_threads; the kernel strides over the grid, so any grid serves. */
+ * null bias).  Launched as the plan describes it: a grid of
+ * cond_blocks_per_sm a SM, whose blocks take the kernel's tiles in turn
+ * (whatever the batch: 8 tiles at B = 1, thousands at B = 65536). */
 static CUresult launch_cond(flowrt_sampler *s, launch_args *a, void *stream) {
   const flowgen_variant *v0 = flowgen_kernel_variant(s->mod->kernel, 0);
-  int64_t outputs = a->rows * s->hidden * (s->guidance ? 2 : 1);
-  int64_t blocks = (outputs + v0->pack_threads - 1) / v0->pack_threads;
-  CUlaunchConfig cfg = {.gridDimX = (unsigned)(blocks > 0x7fffffff ? 0x7fffffff : blocks),
+  int64_t blocks = (int64_t)v0->cond_blocks_per_sm * s->rt->figures.sms;
+  CUlaunchConfig cfg = {.gridDimX = (unsigned)(blocks > 0 ? blocks : 1),
                         .gridDimY = 1, .gridDimZ = 1,
-                        .blockDimX = (unsigned)v0->pack_threads,
+                        .blockDimX = (unsigned)v0->cond_threads,
                         .blockDimY = 1, .blockDimZ = 1,
                         .hStream = (CUstream)stream};
   void *args[] = {&a->cond, &a->null_cond, &a->rows, &s->params, &s->workspace};

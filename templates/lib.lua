@@ -222,6 +222,10 @@ function M.variant(spec, what, launch, extra)
     cluster_blocks = launch.blocks,
     shared_bytes = launch.shared,
     pack_threads = 256,
+    -- the conditioning kernel (family.cut: written for 256 threads; 2
+    -- blocks an SM are resident, its tiles taken in turn)
+    cond_threads = spec.cond > 0 and 256 or 0,
+    cond_blocks_per_sm = spec.cond > 0 and 2 or 0,
     grid_blocks_per_sm = launch.per_sm or 0,
   }
   for k, value in pairs(extra) do v[k] = value end

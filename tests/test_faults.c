@@ -2090,7 +2090,8 @@ static char *family_echo_templates(void) {
       "  return {template = 'file.cut', variants = {{strategy = 'echo',\n"
       "    symbol = spec.symbol .. '_k', pack_symbol = spec.symbol .. '_pack',\n"
       "    min_batch = 0, max_batch = -1, block_threads = 32, rows_per_block = 2,\n"
-      "    cluster_blocks = 1, shared_bytes = 0, params_bytes = 256, pack_threads = 64}}}\n"
+      "    cluster_blocks = 1, shared_bytes = 0, params_bytes = 256, pack_threads = 64,\n"
+      "    cond_threads = spec.cond > 0 and 128 or 0, cond_blocks_per_sm = 3}}}\n"
       "end\n");
   fg_test_write_template(
       dir, "file.cut",
@@ -2166,8 +2167,8 @@ static void test_family_launches(void **state) {
   const fake_launch *c = &g.launches[1], *k = &g.launches[2];
   assert_string_equal(c->name, "flow_d3_h5_s1_fp32_c2_l4_gelu_sin4_cxt_cfg_cond");
   assert_int_equal(c->rows, HOST_BATCH);
-  assert_int_equal(c->block, v->pack_threads);
-  assert_int_equal(c->grid, 1); /* 4 rows x 2H outputs, one thread each */
+  assert_int_equal(c->block, 128); /* as the plan describes it */
+  assert_int_equal(c->grid, 3 * 132); /* 3 blocks an SM (the fake's 132), whatever the batch */
   assert_memory_equal(c->cond_head, cond, sizeof cond);
   assert_memory_equal(c->null_head, null_cond, sizeof null_cond);
   fake_alloc *workspace = alloc_at(c->cond_bias);

@@ -1265,6 +1265,12 @@ static void test_family_member(void **state) {
   free(decl);
   snprintf(symbol, sizeof symbol, "%s_cond", name);
   assert_true(has_kernel(src, symbol));
+  /* its launch as described: the kernel's 256 threads, 2 blocks an SM */
+  for (int i = 0; i < flowgen_kernel_variant_count(k); ++i) {
+    assert_int_equal(flowgen_kernel_variant(k, i)->cond_threads, 256);
+    assert_int_equal(flowgen_kernel_variant(k, i)->cond_blocks_per_sm, 2);
+  }
+  assert_non_null(strstr(src, "__launch_bounds__(256) " "flow_d64_h256_s32_fp32_rk4_c10_l4_gelu_sin16_tcx_cfg_cond("));
   decl = declaration(src, symbol);
   assert_string_equal(decl, "\n    const float* __restrict__ cond, const float* __restrict__ null_cond, long long batch,"
                             "\n    const float* __restrict__ params, float* __restrict__ cond_bias)");
