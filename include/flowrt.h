@@ -262,9 +262,11 @@ flowgen_status flowrt_sample_host_cond(flowrt_sampler *sampler,
                                        const float *cond,
                                        const float *null_cond, float guidance,
                                        int64_t batch, flowgen_error *err);
-/* Makes the workspace hold max_batch rows now (outside graph capture), so
- * that launches of up to max_batch rows never allocate.  Nothing for an
- * unconditional model. */
+/* Prepares a CUDA graph capture of launches of up to max_batch rows
+ * (outside any capture): loads the variant that serves max_batch (as
+ * flowrt_sampler_prepare; a smaller batch another variant serves needs its
+ * own prepare or an earlier launch), and makes a conditional model's
+ * workspace hold max_batch rows, so that such launches never allocate. */
 flowgen_status flowrt_sampler_reserve(flowrt_sampler *sampler,
                                       int64_t max_batch, flowgen_error *err);
 /* The workspace bytes a launch of batch rows needs: batch x H floats (2H

@@ -864,8 +864,10 @@ flowgen_status flowrt_sampler_reserve(flowrt_sampler *s, int64_t max_batch,
   if (!s) return fg_fail(err, FLOWGEN_INVALID, "sampler is NULL");
   if (max_batch < 0)
     return fg_fail(err, FLOWGEN_INVALID, "max_batch %lld is negative", (long long)max_batch);
-  if (!s->cond || max_batch <= s->workspace_rows) return FLOWGEN_OK;
-  flowgen_status st = push_ctx(s->rt, err);
+  /* max_batch's variant too: a capture at that batch then needs nothing */
+  flowgen_status st = max_batch > 0 ? flowrt_sampler_prepare(s, max_batch, err) : FLOWGEN_OK;
+  if (st || !s->cond || max_batch <= s->workspace_rows) return st;
+  st = push_ctx(s->rt, err);
   if (st) return st;
   st = grow_workspace(s, max_batch, NULL, false, err);
   pop_ctx(s->rt);
@@ -920,9 +922,10 @@ static flowgen_status load_for_launch(flowrt_sampler *s, int index, int64_t rows
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
     return fg_fail(err, FLOWGEN_INVALID,
                    "batch %lld is served by variant %d (%s), which is not loaded yet, and "
-                   "a module cannot be loaded during CUDA graph capture: create the "
-                   "sampler with flowrt_sampler_options.batch_hint = %lld, or call "
-                   "flowrt_sampler_prepare(sampler, %lld) before the capture",
+                   "a module cannot be loaded during CUDA graph capture: call "
+                   "flowrt_sampler_reserve(sampler, %lld) (or flowrt_sampler_prepare) "
+                   "before the capture, or create the sampler with "
+                   "flowrt_sampler_options.batch_hint = %lld",
                    (long long)rows, index, flowgen_kernel_variant(s->mod->kernel, index)->strategy,
                    (long long)rows, (long long)rows);
   return ensure_variant(rt, s->mod, index, NULL, err);

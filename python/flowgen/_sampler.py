@@ -254,7 +254,6 @@ class Sampler:
         of a call that was not made before)."""
         if self._ptr is None:
             return
-        self.prepare(max_batch)
         st = _lib.lib().flowrt_sampler_reserve(self._ptr, int(max_batch), self._err_ref)
         if st:
             _lib.raise_error(st, self._err)
