@@ -2640,6 +2640,50 @@ static int variant_index(const flowrt_sampler *s, int64_t batch) {
 /* Creating a sampler compiles the pack part alone; each variant compiles
  * with the first launch it serves, once for the runtime (a second sampler
  * of the spec too); prepare(-1) loads the rest. */
+/* compile_ahead: every variant compiled once, in background threads,
+ * whatever their number; a launch waits only for its own; a sampler and
+ * its runtime closed while the threads still compile wait for them. */
+static void test_compile_ahead(void **state) {
+  (void)state;
+  nv.stand_in = true;
+  scenario sc;
+  scenario_init(&sc, weights);
+  sc.opts.disk_cache = 0;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  int n = flowgen_kernel_variant_count(k);
+  assert_int_equal(compiles(), 1);
+  flowrt_sampler *ahead = NULL;
+  flowrt_sampler_options opts = {.compile_ahead = true};
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &ahead, &err),
+                   FLOWGEN_OK);
+  assert_int_equal(flowrt_sample_host(ahead, sc.x0, sc.x, HOST_BATCH, &err), FLOWGEN_OK);
+  assert_string_equal(g.launches[g.nlaunches - 1].name,
+                      flowgen_kernel_variant(k, variant_index(ahead, HOST_BATCH))->symbol);
+  assert_int_equal(flowrt_sampler_prepare(ahead, -1, &err), FLOWGEN_OK);  /* the rest */
+  assert_int_equal(compiles(), 1 + n);
+  flowrt_part_stats part;
+  for (int i = 0; i < n; ++i) assert_true(flowrt_sampler_part_stats(ahead, i, &part) && part.loaded);
+  assert_int_equal(flowrt_sample_host(ahead, sc.x0, sc.x, SAMPLE_BATCH, &err), FLOWGEN_OK);
+  assert_int_equal(compiles(), 1 + n);
+  flowrt_sampler_destroy(ahead);
+  scenario_finish(&sc);
+  expect_no_problems();
+
+  /* closed at once: the threads are joined, nothing leaks */
+  scenario_init(&sc, weights);
+  sc.opts.disk_cache = 0;
+  assert_int_equal(flowrt_open(&sc.opts, &sc.rt, &err), FLOWGEN_OK);
+  assert_int_equal(flowrt_sampler_create_ex(sc.rt, &sc.spec, weights, &opts, &ahead, &err),
+                   FLOWGEN_OK);
+  flowrt_sampler_destroy(ahead);
+  flowrt_close(sc.rt);
+  sc.rt = NULL;
+  scenario_finish(&sc);
+  expect_no_problems();
+}
+
 static void test_each_variant_compiles_once(void **state) {
   (void)state;
   nv.stand_in = true; /* the fake NVRTC, its images holding the kernels' names */
@@ -2881,6 +2925,7 @@ int main(void) {
       FAULT_TEST(test_alloc_fault_in_sampler_create),
       FAULT_TEST(test_unusable_cache_folder_warns_once),
       FAULT_TEST(test_each_variant_compiles_once),
+      FAULT_TEST(test_compile_ahead),
       FAULT_TEST(test_concurrent_first_use_compiles_once),
       FAULT_TEST(test_capture_needs_the_variant_loaded),
       FAULT_TEST(test_cache_holds_a_part_per_variant),
