@@ -20,6 +20,11 @@ FG_HIDDEN flowgen_status fg_fail(flowgen_error *err, flowgen_status status,
                                  const char *fmt, ...) FG_PRINTF(3, 4);
 FG_HIDDEN flowgen_status fg_vfail(flowgen_error *err, flowgen_status status,
                                   const char *fmt, va_list ap);
+/* FLOWGEN_INPUT naming the first NaN or infinity of a rows x cols
+ * conditioning array (what: "cond", "null_cond"), which would come out as
+ * NaN samples (runtime/reference.c; the sampler's host path too). */
+FG_HIDDEN flowgen_status fg_check_cond_finite(const char *what, const float *v, int64_t rows,
+                                              int cols, flowgen_error *err);
 /* Puts "context: " in front of err's message (keeps its status). */
 FG_HIDDEN void fg_error_prefix(flowgen_error *err, const char *fmt, ...)
     FG_PRINTF(2, 3);

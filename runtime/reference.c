@@ -195,9 +195,8 @@ static void *run_rows(void *arg) {
 
 /* ---- arguments -------------------------------------------------------------- */
 
-/* A NaN or an infinity in the conditioning would come out as NaN samples. */
-static flowgen_status check_finite(const char *what, const float *v, int64_t rows,
-                                   int cols, flowgen_error *err) {
+flowgen_status fg_check_cond_finite(const char *what, const float *v, int64_t rows,
+                                    int cols, flowgen_error *err) {
   for (int64_t i = 0; i < rows * cols; ++i) {
     if (isfinite(v[i])) continue;
     return fg_fail(err, FLOWGEN_INPUT,
@@ -235,8 +234,8 @@ static flowgen_status check_arguments(const flowgen_spec *spec, const flowrt_wei
   if (!spec->guidance && null_cond)
     return fg_fail(err, FLOWGEN_INVALID,
                    "null_cond given, but the spec has no guidance");
-  if (cond && batch > 0) st = check_finite("cond", cond, batch, spec->cond, err);
-  if (!st && null_cond) st = check_finite("null_cond", null_cond, 1, spec->cond, err);
+  if (cond && batch > 0) st = fg_check_cond_finite("cond", cond, batch, spec->cond, err);
+  if (!st && null_cond) st = fg_check_cond_finite("null_cond", null_cond, 1, spec->cond, err);
   return st;
 }
 

@@ -979,19 +979,6 @@ flowgen_status flowrt_sample_cond(flowrt_sampler *s, uint64_t x0, uint64_t x,
   return sample(s, &a, stream, err);
 }
 
-/* A NaN or an infinity in the conditioning would come out as NaN samples. */
-static flowgen_status check_finite(const char *what, const float *v, int64_t rows,
-                                   int cols, flowgen_error *err) {
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    if (isfinite(v[i])) continue;
-    return fg_fail(err, FLOWGEN_INPUT,
-                   "%s: row %lld, column %lld is %s (the conditioning must be finite)",
-                   what, (long long)(i / cols), (long long)(i % cols),
-                   isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
-  }
-  return FLOWGEN_OK;
-}
-
 flowgen_status flowrt_sample_host(flowrt_sampler *s, const float *x0, float *x,
                                   int64_t batch, flowgen_error *err) {
   return flowrt_sample_host_cond(s, x0, x, NULL, NULL, 1.0f, batch, err);
@@ -1006,8 +993,8 @@ flowgen_status flowrt_sample_host_cond(flowrt_sampler *s, const float *x0, float
   /* The device pointers' checks, on the host arrays. */
   flowgen_status st = check_launch(s, batch, (uintptr_t)x0, (uintptr_t)x, (uintptr_t)cond,
                                    (uintptr_t)null_cond, guidance, err);
-  if (!st && cond && batch > 0) st = check_finite("cond", cond, batch, s->cond, err);
-  if (!st && null_cond) st = check_finite("null_cond", null_cond, 1, s->cond, err);
+  if (!st && cond && batch > 0) st = fg_check_cond_finite("cond", cond, batch, s->cond, err);
+  if (!st && null_cond) st = fg_check_cond_finite("null_cond", null_cond, 1, s->cond, err);
   if (st || batch == 0) return st;
   flowrt_runtime *rt = s->rt;
   size_t x_bytes = (size_t)batch * (size_t)s->dim * sizeof(float);
