@@ -527,9 +527,9 @@ static void test_part_compile_times(void **state) {
   printf("# default shape, pack part: %.2f s\n", seconds);
   /* Each variant alone, for sm_90 and for sm_90a (what the runtime builds
    * on an H100/H200: the wgmma variants too).  wgstream3, the fp32
-   * large-batch kernel, is one kernel of 8.5k instructions: ptxas alone
-   * takes 2 s of its 3.2 s on the 2-core CI machine alone, 6.3 s beside the
-   * other test programs (its limit is for that); every other variant
+   * large-batch kernel, is one kernel of 8.5k instructions, most of its
+   * compile ptxas's (docs/performance.md, "Start-up"): its limit leaves room
+   * for the other test programs on the same cores; every other variant
    * compiles in 2 s. */
   for (int specific = 0; specific < 2; ++specific) {
     spec.arch_specific = specific;
