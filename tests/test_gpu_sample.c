@@ -262,6 +262,31 @@ static void test_zero_batch_and_aliasing(void **state) {
 /* Captured into a CUDA graph and replayed, a sample gives the same bytes
  * as a direct launch (x0 and x apart), and those match the reference.  At
  * D=128, H=512 B=8 runs the grid strategy (a cooperative launch). */
+/* The driver's stream-capture and graph entry points (the runtime's
+ * cuda_api.h holds only what the runtime calls). */
+typedef struct graph_api {
+  CUresult (*stream_create)(CUstream *, unsigned);
+  CUresult (*begin)(CUstream, CUstreamCaptureMode);
+  CUresult (*end)(CUstream, CUgraph *);
+  CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*launch)(CUgraphExec, CUstream);
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t);
+} graph_api;
+
+static graph_api graph_functions(void) {
+  graph_api g;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(h);
+  *(void **)&g.stream_create = dlsym(h, "cuStreamCreate");
+  *(void **)&g.begin = dlsym(h, "cuStreamBeginCapture_v2");
+  *(void **)&g.end = dlsym(h, "cuStreamEndCapture");
+  *(void **)&g.instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
+  *(void **)&g.launch = dlsym(h, "cuGraphLaunch");
+  *(void **)&g.memset32 = dlsym(h, "cuMemsetD32_v2");
+  assert_true(g.stream_create && g.begin && g.end && g.instantiate && g.launch && g.memset32);
+  return g;
+}
+
 static void graph_capture(gpu_fixture *f, int dim, int hidden, const char *strategy) {
   const fg_cuda_api *cu = fg_cuda(NULL);
   flowgen_spec spec = make_spec(dim, hidden, 32);
@@ -285,38 +310,24 @@ static void graph_capture(gpu_fixture *f, int dim, int hidden, const char *strat
   assert_int_equal(cu->cuMemAlloc(&in, bytes), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemAlloc(&out, bytes), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyHtoD(in, x0, bytes), CUDA_SUCCESS);
-  CUresult (*stream_create)(CUstream *, unsigned) = NULL;
-  CUresult (*begin)(CUstream, CUstreamCaptureMode) = NULL;
-  CUresult (*end)(CUstream, CUgraph *) = NULL;
-  CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
-  CUresult (*launch)(CUgraphExec, CUstream) = NULL;
-  CUresult (*memset32)(CUdeviceptr, unsigned, size_t) = NULL;
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  assert_non_null(h);
-  *(void **)&stream_create = dlsym(h, "cuStreamCreate");
-  *(void **)&begin = dlsym(h, "cuStreamBeginCapture_v2");
-  *(void **)&end = dlsym(h, "cuStreamEndCapture");
-  *(void **)&instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
-  *(void **)&launch = dlsym(h, "cuGraphLaunch");
-  *(void **)&memset32 = dlsym(h, "cuMemsetD32_v2");
-  assert_true(stream_create && begin && end && instantiate && launch && memset32);
-  assert_int_equal(stream_create(&stream, 0), CUDA_SUCCESS);
+  graph_api g = graph_functions();
+  assert_int_equal(g.stream_create(&stream, 0), CUDA_SUCCESS);
 
-  assert_int_equal(memset32(out, 0x7fc00000u, n), CUDA_SUCCESS); /* NaN */
+  assert_int_equal(g.memset32(out, 0x7fc00000u, n), CUDA_SUCCESS); /* NaN */
   assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(direct, out, bytes), CUDA_SUCCESS);
 
   CUgraph graph;
   CUgraphExec exec;
-  assert_int_equal(memset32(out, 0x7fc00000u, n), CUDA_SUCCESS);
+  assert_int_equal(g.memset32(out, 0x7fc00000u, n), CUDA_SUCCESS);
   assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(g.begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(flowrt_sample(s, in, out, batch, stream, &err), FLOWGEN_OK);
-  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
-  assert_int_equal(instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(g.end(stream, &graph), CUDA_SUCCESS);
+  assert_int_equal(g.instantiate(&exec, graph, 0), CUDA_SUCCESS);
   for (int replays = 0; replays < 3; ++replays)
-    assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
+    assert_int_equal(g.launch(exec, stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(replay, out, bytes), CUDA_SUCCESS);
   assert_memory_equal(direct, replay, bytes);
@@ -1000,38 +1011,26 @@ static void test_family_graph_capture(void **state) {
   assert_int_equal(cu->cuMemAlloc(&c, cbytes), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyHtoD(in, x0, bytes), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyHtoD(c, cond, cbytes), CUDA_SUCCESS);
-  CUresult (*stream_create)(CUstream *, unsigned) = NULL;
-  CUresult (*begin)(CUstream, CUstreamCaptureMode) = NULL;
-  CUresult (*end)(CUstream, CUgraph *) = NULL;
-  CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
-  CUresult (*launch)(CUgraphExec, CUstream) = NULL;
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  assert_non_null(h);
-  *(void **)&stream_create = dlsym(h, "cuStreamCreate");
-  *(void **)&begin = dlsym(h, "cuStreamBeginCapture_v2");
-  *(void **)&end = dlsym(h, "cuStreamEndCapture");
-  *(void **)&instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
-  *(void **)&launch = dlsym(h, "cuGraphLaunch");
-  assert_true(stream_create && begin && end && instantiate && launch);
-  assert_int_equal(stream_create(&stream, 0), CUDA_SUCCESS);
+  graph_api g = graph_functions();
+  assert_int_equal(g.stream_create(&stream, 0), CUDA_SUCCESS);
 
   /* No workspace yet: the capture is refused, and ends empty. */
   CUgraph graph;
-  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(g.begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_INVALID);
   assert_non_null(strstr(err.message, "flowrt_sampler_reserve"));
-  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
+  assert_int_equal(g.end(stream, &graph), CUDA_SUCCESS);
 
   assert_int_equal(flowrt_sampler_reserve(s, batch, &err), FLOWGEN_OK);
   assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_OK);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(direct, out, bytes), CUDA_SUCCESS);
   CUgraphExec exec;
-  assert_int_equal(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(g.begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(flowrt_sample_cond(s, in, out, c, 0, 2.0f, batch, stream, &err), FLOWGEN_OK);
-  assert_int_equal(end(stream, &graph), CUDA_SUCCESS);
-  assert_int_equal(instantiate(&exec, graph, 0), CUDA_SUCCESS);
-  for (int replays = 0; replays < 3; ++replays) assert_int_equal(launch(exec, stream), CUDA_SUCCESS);
+  assert_int_equal(g.end(stream, &graph), CUDA_SUCCESS);
+  assert_int_equal(g.instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  for (int replays = 0; replays < 3; ++replays) assert_int_equal(g.launch(exec, stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemcpyDtoH(replay, out, bytes), CUDA_SUCCESS);
   assert_memory_equal(direct, replay, bytes);
