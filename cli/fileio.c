@@ -239,6 +239,9 @@ static char *temp_name(const char *dir) {
 static void remove_orphans(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return;
+  /* ctime may be finer-grained than time(): a file stamped this second can
+   * look a moment younger than zero, so a limit of 0 means any age. */
+  int stale = fg_output_test_knobs.stale_seconds;
   time_t now = time(NULL);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
@@ -248,7 +251,7 @@ static void remove_orphans(const char *dir) {
     if (fd < 0) continue;
     struct stat st, again;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        now - st.st_ctime >= fg_output_test_knobs.stale_seconds &&
+        (stale <= 0 || now - st.st_ctime >= stale) &&
         flock(fd, LOCK_EX | LOCK_NB) == 0 &&
         fstatat(dirfd(d), e->d_name, &again, AT_SYMLINK_NOFOLLOW) == 0 &&
         again.st_dev == st.st_dev && again.st_ino == st.st_ino)
