@@ -141,9 +141,14 @@ $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) -O1 $< -o $@
 
-$(BUILD)/templates.c: $(BUILD)/embed $(TEMPLATES) $(ENGINE)
+# fg_builtin_digest names everything that decides a generated source (the
+# templates, the engine, the generator's C): a part's cache key holds it in
+# place of the source (flowgen_source_key).
+DIGESTED := $(TEMPLATES) $(ENGINE) $(sort $(GEN_SRC) $(wildcard gen/*.h)) include/flowgen.h
+$(BUILD)/templates.c: $(BUILD)/embed $(DIGESTED)
 	$(BUILD)/embed fg_builtin_templates $(TEMPLATES) > $@.tmp
 	$(BUILD)/embed fg_builtin_engine $(ENGINE) >> $@.tmp
+	$(BUILD)/embed --digest fg_builtin_digest $(DIGESTED) >> $@.tmp
 	mv $@.tmp $@
 
 # The shipped digits model, for `flowgen sample` without --weights.

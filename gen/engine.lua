@@ -347,14 +347,15 @@ local function parse_tune(text)
 end
 
 -- The part of the plan to render (spec.part: "all", "pack", "variant" with
--- spec.part_variant, 1-based, or "batch" with spec.part_batch): sets
+-- spec.part_variant, 1-based, "batch" with spec.part_batch, or "plan":
+-- nothing): sets
 -- plan.part and plan.rendered, the variants whose kernels the source holds
 -- (a list, in plan order), and plan.pack, whether it holds the pack
 -- kernel.  The plan itself (its variants, their launch descriptions, the
 -- params layout) stays the whole plan's.
 local function select_part(spec, plan)
   local part, variants = spec.part or "all", plan.variants
-  plan.part, plan.pack, plan.rendered = part, part ~= "variant", {}
+  plan.part, plan.pack, plan.rendered = part, part ~= "variant" and part ~= "plan", {}
   if part == "all" then
     for i = 1, #variants do plan.rendered[i] = variants[i] end
     return {}
@@ -399,7 +400,9 @@ function engine.generate(spec)
     local plan = make_plan(spec, import)
     local indices = select_part(spec, plan)
     local buf = {}
-    render_into(buf, plan.template, {spec = spec, plan = plan, import = import})
+    if plan.part ~= "plan" then
+      render_into(buf, plan.template, {spec = spec, plan = plan, import = import})
+    end
     return buf, plain_variants(plan), indices
   end, function(e)
     if getmetatable(e) == Refusal then return e end

@@ -83,8 +83,10 @@ static void push_device(lua_State *L, const flowgen_device *d) {
   lua_setfield(L, -2, "device");
 }
 
-static void push_spec(lua_State *L, const flowgen_spec *spec,
-                      const flowgen_options *opts) {
+/* flowgen_part's names, as the engine and the description spell them. */
+static const char *const part_names[] = {"all", "pack", "variant", "batch", "plan"};
+
+void fg_push_spec(lua_State *L, const flowgen_spec *spec, const flowgen_options *opts) {
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(spec, symbol, sizeof symbol);
   lua_createtable(L, 0, 20);
@@ -131,15 +133,15 @@ static void push_spec(lua_State *L, const flowgen_spec *spec,
   lua_setfield(L, -2, "time_width");
   lua_pushinteger(L, flowgen_spec_in_width(spec));
   lua_setfield(L, -2, "in_width");
-  if (opts && opts->tune) {
+  /* An empty tune is no tune: left out, so that both key alike. */
+  if (opts && opts->tune && opts->tune[0]) {
     lua_pushstring(L, opts->tune);
     lua_setfield(L, -2, "tune");
   }
   static const flowgen_device unknown;
   push_device(L, opts ? &opts->device : &unknown);
   /* The part to render (templates/file.cut; the engine's select_part). */
-  static const char *const parts[] = {"all", "pack", "variant", "batch"};
-  lua_pushstring(L, parts[opts ? opts->part : FLOWGEN_PART_ALL]);
+  lua_pushstring(L, part_names[opts ? opts->part : FLOWGEN_PART_ALL]);
   lua_setfield(L, -2, "part");
   if (opts && opts->part == FLOWGEN_PART_VARIANT) {
     lua_pushinteger(L, (lua_Integer)opts->variant + 1);
@@ -425,7 +427,7 @@ static int call_engine(lua_State *L) {
   const engine_call *c = lua_touserdata(L, 1);
   fg_sandbox_push_engine(c->sb);
   lua_getfield(L, -1, "generate");
-  push_spec(L, c->spec, c->opts);
+  fg_push_spec(L, c->spec, c->opts);
   lua_call(L, 1, 4);
   return 4;
 }
@@ -484,8 +486,10 @@ static flowgen_status run_engine(fg_sandbox *sb, const flowgen_spec *spec,
   return st ? st : read_rendered(L, k, err);
 }
 
-static flowgen_status check_part(const flowgen_options *opts, flowgen_error *err) {
-  if (opts->part < FLOWGEN_PART_ALL || opts->part > FLOWGEN_PART_BATCH)
+flowgen_status fg_options_check(const flowgen_options *opts, flowgen_error *err) {
+  flowgen_status st = fg_device_check(&opts->device, "device", err);
+  if (st) return st;
+  if (opts->part < FLOWGEN_PART_ALL || opts->part > FLOWGEN_PART_PLAN)
     return fg_fail(err, FLOWGEN_INVALID, "options.part: %d is not a flowgen_part",
                    (int)opts->part);
   if (opts->part == FLOWGEN_PART_VARIANT && opts->variant < 0)
@@ -502,8 +506,7 @@ flowgen_status flowgen_generate(const flowgen_spec *spec,
   if (!out) return fg_fail(err, FLOWGEN_INVALID, "out is NULL");
   *out = NULL;
   flowgen_status st = flowgen_spec_validate(spec, err);
-  if (!st && opts) st = fg_device_check(&opts->device, "device", err);
-  if (!st && opts) st = check_part(opts, err);
+  if (!st && opts) st = fg_options_check(opts, err);
   if (st) return st;
   flowgen_kernel *k = calloc(1, sizeof *k);
   if (!k) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
@@ -582,7 +585,7 @@ bool flowgen_kernel_has_variant(const flowgen_kernel *k, int index) {
 }
 
 bool flowgen_kernel_has_pack(const flowgen_kernel *k) {
-  return k->part != FLOWGEN_PART_VARIANT;
+  return k->part != FLOWGEN_PART_VARIANT && k->part != FLOWGEN_PART_PLAN;
 }
 
 /* ---- describe -------------------------------------------------------------- */
@@ -650,9 +653,8 @@ char *flowgen_kernel_describe(const flowgen_kernel *k) {
     return NULL;
   }
   json_decref(family);
-  static const char *const parts[] = {"all", "pack", "variant", "batch"};
   if (k->part != FLOWGEN_PART_ALL) {
-    json_object_set_new(root, "part", json_string(parts[k->part]));
+    json_object_set_new(root, "part", json_string(part_names[k->part]));
     if (k->part == FLOWGEN_PART_BATCH)
       json_object_set_new(root, "batch", json_integer((json_int_t)k->batch));
   }

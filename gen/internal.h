@@ -56,5 +56,8 @@ typedef struct fg_embedded_file {
 extern const fg_embedded_file fg_builtin_templates[];  /* ends with {NULL} */
 extern const fg_embedded_file fg_builtin_engine[];     /* ends with {NULL} */
 extern const fg_embedded_file fg_builtin_models[];     /* ends with {NULL} */
+/* The digest of the templates, the engine and the generator's C sources
+ * (tools/embed.c --digest): two builds that share it generate alike. */
+extern const char fg_builtin_digest[];
 
 #endif

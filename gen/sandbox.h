@@ -22,6 +22,13 @@
 /* A template file is read as one string. */
 #define FG_TEMPLATE_FILE_MAX FG_STRING_MAX
 
+/* Pushes the table the engine is given for spec and opts (generate.c):
+ * every input the templates see.  Allocates: call it protected. */
+FG_HIDDEN void fg_push_spec(lua_State *L, const flowgen_spec *spec,
+                            const flowgen_options *opts);
+/* opts's device figures and part fields, checked (FLOWGEN_INVALID). */
+FG_HIDDEN flowgen_status fg_options_check(const flowgen_options *opts, flowgen_error *err);
+
 typedef struct fg_sandbox fg_sandbox;
 
 typedef struct fg_sandbox_limits {

@@ -242,6 +242,10 @@ typedef enum flowgen_part {
                              to), the pack kernel and the host launcher if
                              asked: a file for a fixed batch, whose
                              launcher serves any batch with that variant */
+  FLOWGEN_PART_PLAN,      /* nothing rendered: the plan alone (variants,
+                             launch descriptions), at a fraction of a
+                             part's cost, for a runtime whose parts are
+                             cached (flowgen_source_key) */
 } flowgen_part;
 
 typedef struct flowgen_options {
@@ -323,6 +327,17 @@ flowgen_part flowgen_kernel_part(const flowgen_kernel *kernel);
 bool flowgen_kernel_has_variant(const flowgen_kernel *kernel, int index);
 /* Whether the source holds the pack kernel (ALL, PACK, BATCH). */
 bool flowgen_kernel_has_pack(const flowgen_kernel *kernel);
+
+/* A text naming the source flowgen_generate renders for spec and opts,
+ * made from what the source is made from: the build's digest of the
+ * built-in templates and the generator, and every input the templates see
+ * (the limits aside: they decide only whether a render finishes).  Equal
+ * keys, equal sources; microseconds, where a render takes milliseconds: a
+ * cache keyed by it finds a part without rendering it.  Templates from a
+ * folder (opts->template_dir) may change under it: FLOWGEN_UNSUPPORTED
+ * (key their rendered source instead).  *out is free()d by the caller. */
+flowgen_status flowgen_source_key(const flowgen_spec *spec, const flowgen_options *opts,
+                                  char **out, flowgen_error *err);
 
 /* JSON describing the kernel (strategy, launch configuration, shared memory,
  * symbols).  Sorted keys, newline-terminated; free() the result.  For a

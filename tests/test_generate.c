@@ -1576,6 +1576,25 @@ static void test_parts(void **state) {
   free(json);
   flowgen_kernel_free(pack);
 
+  /* the plan alone: nothing rendered, the same plan */
+  opts = (flowgen_options){.part = FLOWGEN_PART_PLAN};
+  flowgen_kernel *plan = generate(&spec, &opts);
+  assert_int_equal(flowgen_kernel_source_size(plan), 0);
+  assert_string_equal(flowgen_kernel_source(plan), "");
+  assert_false(flowgen_kernel_has_pack(plan));
+  assert_int_equal(flowgen_kernel_variant_count(plan), n);
+  for (int i = 0; i < n; ++i) {
+    const flowgen_variant *v = flowgen_kernel_variant(all, i), *p = flowgen_kernel_variant(plan, i);
+    assert_false(flowgen_kernel_has_variant(plan, i));
+    assert_string_equal(p->symbol, v->symbol);
+    assert_int_equal(p->shared_bytes, v->shared_bytes);
+    assert_int_equal(p->max_batch, v->max_batch);
+  }
+  json = flowgen_kernel_describe(plan);
+  assert_contains(json, "\"part\": \"plan\"");
+  free(json);
+  flowgen_kernel_free(plan);
+
   size_t total = 0;
   for (int i = 0; i < n; ++i) {
     opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i};
@@ -1652,6 +1671,91 @@ static void test_parts(void **state) {
   flowgen_kernel_free(one);
 }
 
+/* The source key names every input of a render and nothing else: each
+ * spec field, the part, the tune, the device figures and the launcher
+ * change it; the limits do not; it carries the build's digest; a template
+ * folder's sources are not keyed so. */
+static void test_source_key(void **state) {
+  (void)state;
+  flowgen_spec spec;
+  flowgen_spec_default(&spec);
+  flowgen_options opts = {.part = FLOWGEN_PART_PACK};
+  char *base = NULL, *again = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  assert_int_equal(flowgen_source_key(&spec, &opts, &base, &err), FLOWGEN_OK);
+  assert_contains(base, "flowgen source v1\ngenerator=" FLOWGEN_VERSION "\nbuild=");
+  assert_contains(base, "spec.dim=64\n");
+  assert_contains(base, "spec.part=\"pack\"\n");
+  opts.instruction_limit = 12345;
+  opts.memory_limit = 1u << 24;
+  opts.time_limit_ms = 999;
+  assert_int_equal(flowgen_source_key(&spec, &opts, &again, NULL), FLOWGEN_OK);
+  assert_string_equal(base, again);
+  free(again);
+  opts.tune = ""; /* no tune, as NULL is */
+  assert_int_equal(flowgen_source_key(&spec, &opts, &again, NULL), FLOWGEN_OK);
+  assert_string_equal(base, again);
+  free(again);
+  opts.tune = NULL;
+
+  /* each field: a key of its own */
+  static const char *const changes[][2] = {
+      {"dim", "32"},      {"hidden", "128"},  {"steps", "16"},     {"solver", "heun"},
+      {"precision", "bf16"}, {"arch", "sm_80"}, {"name", "mine"},  {"cond", "4"},
+      {"layers", "4"},    {"act", "gelu"},    {"time", "sin:8"},   {"input", "t,x,c"},
+  };
+  enum { CHANGES = sizeof changes / sizeof changes[0] };
+  char *keys[CHANGES + 8] = {0};
+  int count = 0;
+  for (int i = 0; i < CHANGES; ++i) {
+    flowgen_spec changed = spec;
+    if (flowgen_spec_set(&changed, changes[i][0], changes[i][1], &err))
+      fail_msg("%s=%s: %s", changes[i][0], changes[i][1], err.message);
+    assert_int_equal(flowgen_source_key(&changed, &opts, &keys[count++], NULL), FLOWGEN_OK);
+  }
+  flowgen_spec guided = spec;
+  guided.cond = 4;
+  guided.guidance = true;
+  assert_int_equal(flowgen_source_key(&guided, &opts, &keys[count++], NULL), FLOWGEN_OK);
+  flowgen_options other[] = {
+      {.part = FLOWGEN_PART_VARIANT, .variant = 0},
+      {.part = FLOWGEN_PART_VARIANT, .variant = 1},
+      {.part = FLOWGEN_PART_PACK, .tune = "only=tiled"},
+      {.part = FLOWGEN_PART_PACK, .device = {.sms = 66}},
+      {.part = FLOWGEN_PART_PACK, .host_launcher = true},
+      {.part = FLOWGEN_PART_BATCH, .batch = 8},
+  };
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; ++i)
+    assert_int_equal(flowgen_source_key(&spec, &other[i], &keys[count++], NULL), FLOWGEN_OK);
+  for (int i = 0; i < count; ++i) {
+    if (strcmp(keys[i], base) == 0) fail_msg("change %d keeps the key", i);
+    for (int j = 0; j < i; ++j)
+      if (strcmp(keys[i], keys[j]) == 0) fail_msg("changes %d and %d share a key", j, i);
+  }
+  for (int i = 0; i < count; ++i) free(keys[i]);
+
+  /* a tune is one quoted line, whatever it holds */
+  opts.tune = "only=tiled\n\"spec.dim=1";
+  assert_int_equal(flowgen_source_key(&spec, &opts, &again, NULL), FLOWGEN_OK);
+  assert_contains(again, "spec.tune=\"only=tiled\\x0a\\x22spec.dim=1\"\n");
+  free(again);
+  opts.tune = NULL;
+
+  opts.template_dir = "templates";
+  again = base;
+  assert_int_equal(flowgen_source_key(&spec, &opts, &again, &err), FLOWGEN_UNSUPPORTED);
+  assert_null(again);
+  assert_contains(err.message, "templates");
+  opts.template_dir = NULL;
+  flowgen_spec bad = spec;
+  bad.dim = 0;
+  assert_int_equal(flowgen_source_key(&bad, &opts, &again, &err), FLOWGEN_INVALID);
+  opts.part = (flowgen_part)7;
+  assert_int_equal(flowgen_source_key(&spec, &opts, &again, &err), FLOWGEN_INVALID);
+  assert_int_equal(flowgen_source_key(&spec, NULL, NULL, &err), FLOWGEN_INVALID);
+  free(base);
+}
+
 /* A file for a batch a persistent grid serves holds the variant it falls
  * back to, and its launcher tries the grid first. */
 static void test_batch_part_with_fallback(void **state) {
@@ -1715,6 +1819,7 @@ int main(void) {
       cmocka_unit_test(test_host_launcher),
       cmocka_unit_test(test_parts),
       cmocka_unit_test(test_batch_part_with_fallback),
+      cmocka_unit_test(test_source_key),
       cmocka_unit_test(test_describe_json),
       cmocka_unit_test(test_pick),
       cmocka_unit_test(test_invalid_spec_is_refused),
