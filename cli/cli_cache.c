@@ -5,7 +5,8 @@
 
 static const char cache_usage[] =
     "usage: flowgen cache dir           print the cache folder in effect\n"
-    "       flowgen cache list          list the entries (file, size, target, state)\n"
+    "       flowgen cache list          list the entries (file, size, target, state,\n"
+    "                                   the kernel part each holds)\n"
     "       flowgen cache clear         remove every entry (files with flowgen's header)\n"
     "       flowgen cache warm [--arch sm_XY] [--batch N] [kernel options]\n"
     "                                   compile a kernel's pack part and every variant\n"
@@ -18,7 +19,7 @@ static const char cache_usage[] =
     "~/.cache/flowgen; --dir DIR overrides it for one command.  A folder that\n"
     "another user owns or can write is refused unless FLOWGEN_CACHE_TRUST=any.\n";
 
-/* The "target=..." line of a key, for the listing. */
+/* A "field=..." line of a key, for the listing. */
 static void key_field(const char *key, const char *field, char *buf, size_t size) {
   const char *p = key ? strstr(key, field) : NULL;
   if (!p) {
@@ -36,13 +37,23 @@ static void key_field(const char *key, const char *field, char *buf, size_t size
 #define LIST_ROW "%-36s  %10s  %-11s  %-7s  %s"
 
 static void print_entry(void *ctx, const flowrt_cache_entry *e) {
-  char target[32], source[48], bytes[24];
+  char target[32], kernel[FLOWGEN_NAME_MAX + 160], bytes[24];
   if (++*(int *)ctx == 1)
-    printf(LIST_ROW "\n", "FILE", "BYTES", "TARGET", "STATE", "SOURCE");
+    printf(LIST_ROW "\n", "FILE", "BYTES", "TARGET", "STATE", "KERNEL");
   key_field(e->key, "target=", target, sizeof target);
-  key_field(e->key, "source-xxh3-128=", source, sizeof source);
+  /* A part keyed by its inputs names itself (its NVRTC file name, less
+   * ".cu"); one keyed by its source (a template folder's) shows the hash. */
+  if (e->key && strstr(e->key, "\npart=")) {
+    key_field(e->key, "\npart=", kernel, sizeof kernel);
+    size_t n = strlen(kernel);
+    if (n > 3 && strcmp(kernel + n - 3, ".cu") == 0) kernel[n - 3] = '\0';
+  } else {
+    char source[48];
+    key_field(e->key, "source-xxh3-128=", source, sizeof source);
+    snprintf(kernel, sizeof kernel, "source:%s", source);
+  }
   snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)e->payload_size);
-  printf(LIST_ROW, e->file, bytes, target, e->valid ? "valid" : "INVALID", source);
+  printf(LIST_ROW, e->file, bytes, target, e->valid ? "valid" : "INVALID", kernel);
   if (!e->valid) printf("  (%s)", e->problem ? e->problem : "invalid");
   putchar('\n');
 }

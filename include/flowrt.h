@@ -165,7 +165,8 @@ void flowrt_close(flowrt_runtime *rt);
 typedef struct flowrt_stats {
   bool memory_hit;        /* module found in this runtime's memory cache */
   bool disk_hit;          /* cubin read from the disk cache */
-  double generate_ms;     /* rendering the source */
+  double generate_ms;     /* planning, and rendering the source where it
+                             was compiled */
   double compile_ms;      /* NVRTC (0 on a hit) */
   double load_ms;         /* cuModuleLoadData and function lookup */
   double upload_ms;       /* weights to the device and packed */
@@ -178,10 +179,12 @@ typedef struct flowrt_stats {
 typedef struct flowrt_part_stats {
   bool loaded;            /* the part is loaded (else the rest is zero) */
   bool disk_hit;          /* its image came from the disk cache */
-  double generate_ms;     /* rendering its source */
+  double generate_ms;     /* rendering its source (the pack part's: and
+                             planning); with the built-in templates a disk
+                             hit renders nothing */
   double compile_ms;      /* NVRTC (0 on a hit) */
   double load_ms;         /* cuModuleLoadData */
-  size_t source_bytes;    /* its source's size */
+  size_t source_bytes;    /* its source's size (0: not rendered) */
 } flowrt_part_stats;
 
 /* Options of a sampler; zeroed = the defaults. */
@@ -226,6 +229,9 @@ bool flowrt_sampler_part_stats(const flowrt_sampler *sampler, int index,
                                flowrt_part_stats *out);
 void flowrt_sampler_destroy(flowrt_sampler *sampler);
 const flowrt_stats *flowrt_sampler_stats(const flowrt_sampler *sampler);
+/* The sampler's plan: its variants and how each is launched.  (Its source
+ * is empty with the built-in templates, whose parts are found in the cache
+ * by their source keys; flowgen_generate renders any part.) */
 const flowgen_kernel *flowrt_sampler_kernel(const flowrt_sampler *sampler);
 
 /* Samples batch rows: x = ODE solution from x0.  x0 and x are device

@@ -13,11 +13,32 @@
 FG_HIDDEN char *fg_module_key(const char *source, size_t size, int arch,
                               flowrt_target target, int nvrtc_version);
 
+/* The full cache key of a part known by its source key (flowgen_source_key)
+ * and file name (fg_part_name): no source needed.  malloc()ed. */
+FG_HIDDEN char *fg_part_key(const char *source_key, const char *name, int arch,
+                            flowrt_target target, int nvrtc_version);
+
+/* fg_part_key of one part of spec's kernels (opts: built-in templates, part
+ * PACK or VARIANT; name: fg_part_name's), as fg_part_obtain looks it up. */
+FG_HIDDEN flowgen_status fg_part_cache_key(const flowgen_spec *spec,
+                                           const flowgen_options *opts, const char *name,
+                                           int arch, flowrt_target target, int nvrtc_version,
+                                           char **out, flowgen_error *err);
+
+/* The file name NVRTC gives a part (and its log shows): the symbol, and a
+ * variant's strategy or "pack". */
+#define FG_PART_NAME_MAX (FLOWGEN_NAME_MAX + 160)
+FG_HIDDEN void fg_part_name(const flowgen_spec *spec, const char *strategy, char *name,
+                            size_t size);
+
 typedef struct fg_module_image {
-  void *data;        /* cubin or NUL-terminated PTX, malloc()ed */
+  void *data;          /* cubin or NUL-terminated PTX, malloc()ed */
   size_t size;
-  bool disk_hit;     /* read from the disk cache */
-  double compile_ms; /* NVRTC time (0 on a hit) */
+  bool disk_hit;       /* read from the disk cache */
+  double generate_ms;  /* rendering the source (fg_part_obtain; 0 on a hit
+                          of a built-in templates' part) */
+  double compile_ms;   /* NVRTC time (0 on a hit) */
+  size_t source_bytes; /* the source's size (0 where not rendered) */
 } fg_module_image;
 
 /* How fg_module_obtain treats the disk cache. */
@@ -40,7 +61,17 @@ FG_HIDDEN flowgen_status fg_module_obtain(const char *dir, unsigned flags,
                                           fg_module_image *out,
                                           flowgen_error *err);
 
-/* Seconds on a monotonic clock. */
+/* The compiled image of one part of spec's kernels (opts: part PACK or
+ * VARIANT), as fg_module_obtain.  With the built-in templates the part is
+ * keyed by its source key and rendered only on a miss; templates from a
+ * folder are rendered first and keyed by their source. */
+FG_HIDDEN flowgen_status fg_part_obtain(const char *dir, unsigned flags,
+                                        const flowgen_spec *spec, const flowgen_options *opts,
+                                        const char *name, int arch, flowrt_target target,
+                                        flowrt_warn_fn warn, void *warn_ctx,
+                                        fg_module_image *out, flowgen_error *err);
+
+/* Milliseconds on a monotonic clock. */
 FG_HIDDEN double fg_now_ms(void);
 
 #endif

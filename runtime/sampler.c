@@ -30,15 +30,17 @@ typedef struct fg_part {
 
 /* The modules of one spec, shared by its samplers: the pack kernel's (with
  * the conditioning kernel), loaded when the first sampler is created, and
- * one a variant, loaded on first use.  Looked up by the spec first (a hit
- * skips generation: microseconds), then by the pack part's source key. */
+ * one a variant, loaded on first use.  Looked up by the spec (a hit skips
+ * generation: microseconds), else by the pack part's key. */
 typedef struct fg_module {
   struct fg_module *next;
   int state;                  /* PART_*, of the pack part (under the lock) */
   flowgen_spec spec;          /* with the arch resolved */
   bool by_spec;               /* built-in templates: spec -> source is fixed */
-  char *key;                  /* full key of the pack part's image */
-  flowgen_kernel *kernel;     /* the plan, and the pack part's source */
+  char *key;                  /* not by_spec: the pack part's source key, or
+                                 a template folder's rendered source's key */
+  flowgen_kernel *kernel;     /* the plan (a template folder's: with the pack
+                                 part's source) */
   CUmodule module;            /* the pack part's */
   CUfunction pack;
   CUfunction cond;            /* <symbol>_cond: conditional models only */
@@ -257,34 +259,32 @@ static bool is_seed(const flowgen_spec *s) {
          !s->guidance;
 }
 
-/* The source file name NVRTC reports in its log: the symbol, and for a
- * variant's part the variant's strategy. */
-static void part_name(const flowgen_spec *spec, const flowgen_variant *v, char *name,
-                      size_t size) {
-  char symbol[FLOWGEN_NAME_MAX + 64];
-  flowgen_spec_symbol(spec, symbol, sizeof symbol);
-  snprintf(name, size, "%s%s%s.cu", symbol, v ? "_" : "_pack", v ? v->strategy : "");
-}
-
-/* Compiles (or reads from disk) and loads a part's source.  A disk-cached
- * image that the driver rejects is compiled afresh.  The context is
- * current; the runtime's lock is not held (NVRTC runs here). */
-static flowgen_status load_part(flowrt_runtime *rt, const flowgen_kernel *k,
-                                const char *name, CUmodule *module,
-                                flowrt_part_stats *stats, flowgen_error *err) {
-  const char *src = flowgen_kernel_source(k);
-  size_t size = flowgen_kernel_source_size(k);
+/* Compiles (or reads from disk) and loads one part of spec's kernels
+ * (opts: its part): from rendered where the caller has its source (a
+ * template folder's pack part), else as fg_part_obtain finds or makes it.
+ * A disk-cached image that the driver rejects is compiled afresh.  The
+ * context is current; the runtime's lock is not held (NVRTC runs here). */
+static flowgen_status load_part(flowrt_runtime *rt, const flowgen_spec *spec,
+                                const flowgen_kernel *rendered,
+                                const flowgen_options *opts, const char *name,
+                                CUmodule *module, flowrt_part_stats *stats,
+                                flowgen_error *err) {
   const char *dir = rt->disk_cache ? rt->cache_dir : NULL;
   unsigned flags = 0;
-  stats->source_bytes = size;
   for (int attempt = 0;; ++attempt) {
     fg_module_image image;
-    flowgen_status st = fg_module_obtain(dir, flags, src, size, name,
-                                         rt->compile_arch, rt->target, rt->warn,
-                                         rt->warn_ctx, &image, err);
+    flowgen_status st =
+        rendered ? fg_module_obtain(dir, flags, flowgen_kernel_source(rendered),
+                                    flowgen_kernel_source_size(rendered), name,
+                                    rt->compile_arch, rt->target, rt->warn, rt->warn_ctx,
+                                    &image, err)
+                 : fg_part_obtain(dir, flags, spec, opts, name, rt->compile_arch, rt->target,
+                                  rt->warn, rt->warn_ctx, &image, err);
     if (st) return st;
     stats->disk_hit = image.disk_hit;
+    stats->generate_ms += image.generate_ms;
     stats->compile_ms += image.compile_ms;
+    if (image.source_bytes) stats->source_bytes = image.source_bytes;
     double t0 = fg_now_ms();
     st = FG_CU(err, rt->cu->cuModuleLoadData(module, image.data));
     stats->load_ms += fg_now_ms() - t0;
@@ -300,15 +300,19 @@ static flowgen_options part_options(const flowrt_runtime *rt, flowgen_part part,
                            .device = rt->figures, .part = part, .variant = variant};
 }
 
-/* Builds the pack part of m (m->kernel generated): module, pack and cond
- * functions, the variants' slots. */
+/* Builds the pack part of m (m->kernel: the plan, or a template folder's
+ * rendered pack part): module, pack and cond functions, the variants'
+ * slots. */
 static flowgen_status build_pack(flowrt_runtime *rt, fg_module *m, flowgen_error *err) {
   int n = flowgen_kernel_variant_count(m->kernel);
   if (!(m->parts = calloc((size_t)n, sizeof *m->parts)))
     return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-  char name[FLOWGEN_NAME_MAX + 96];
-  part_name(&m->spec, NULL, name, sizeof name);
-  flowgen_status st = load_part(rt, m->kernel, name, &m->module, &m->pack_stats, err);
+  char name[FG_PART_NAME_MAX];
+  fg_part_name(&m->spec, NULL, name, sizeof name);
+  flowgen_options opts = part_options(rt, FLOWGEN_PART_PACK, 0);
+  flowgen_status st =
+      load_part(rt, &m->spec, flowgen_kernel_has_pack(m->kernel) ? m->kernel : NULL, &opts,
+                name, &m->module, &m->pack_stats, err);
   const flowgen_variant *v0 = flowgen_kernel_variant(m->kernel, 0);
   if (!st) st = FG_CU(err, rt->cu->cuModuleGetFunction(&m->pack, m->module, v0->pack_symbol));
   if (!st && m->spec.cond) {
@@ -341,26 +345,30 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
                                  flowgen_error *err) {
   /* The plan depends on the spec, the templates, the tune and the device;
    * within one runtime only the spec varies (the device figures are set
-   * once, in flowrt_open), so the spec alone finds a module. */
+   * once, in flowrt_open), so the spec alone finds a module where the
+   * templates are the built-in ones and there is no tune.  Otherwise the
+   * pack part's key finds it: its source key, or a template folder's
+   * rendered source (that folder may have changed). */
   bool by_spec = rt->template_dir == NULL && rt->tune == NULL;
-  flowgen_options gen_opts = part_options(rt, FLOWGEN_PART_PACK, 0);
+  flowgen_options pack_opts = part_options(rt, FLOWGEN_PART_PACK, 0);
   flowgen_kernel *kernel = NULL;
   char *key = NULL;
   flowgen_status st = FLOWGEN_OK;
   double t0 = fg_now_ms();
-  /* Another template folder may render another source: the key finds it. */
-  if (!by_spec) {
-    st = flowgen_generate(spec, &gen_opts, &kernel, err);
-    stats->generate_ms = fg_now_ms() - t0;
+  if (rt->template_dir) {
+    st = flowgen_generate(spec, &pack_opts, &kernel, err);
     if (!st && !(key = fg_module_key(flowgen_kernel_source(kernel),
                                      flowgen_kernel_source_size(kernel),
                                      rt->compile_arch, rt->target,
                                      flowrt_nvrtc_version())))
       st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
-    if (st) {
-      flowgen_kernel_free(kernel);
-      return st;
-    }
+  } else if (!by_spec) {
+    st = flowgen_source_key(spec, &pack_opts, &key, err);
+  }
+  stats->generate_ms = fg_now_ms() - t0;
+  if (st) {
+    flowgen_kernel_free(kernel);
+    return st;
   }
   pthread_mutex_lock(&rt->lock);
   fg_module *m;
@@ -389,25 +397,22 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   rt->modules = m;
   pthread_mutex_unlock(&rt->lock);
 
-  /* (m->key is read under the lock by others' lookups: set there, below) */
+  /* The plan alone, where no source was rendered: the pack part's source
+   * is rendered only if the disk cache misses it. */
   if (!m->kernel) {
-    st = flowgen_generate(spec, &gen_opts, &m->kernel, err);
-    stats->generate_ms = fg_now_ms() - t0;
-    if (!st && !(key = fg_module_key(flowgen_kernel_source(m->kernel),
-                                     flowgen_kernel_source_size(m->kernel),
-                                     rt->compile_arch, rt->target,
-                                     flowrt_nvrtc_version())))
-      st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");
+    flowgen_options plan_opts = part_options(rt, FLOWGEN_PART_PLAN, 0);
+    t0 = fg_now_ms();
+    st = flowgen_generate(spec, &plan_opts, &m->kernel, err);
+    stats->generate_ms += fg_now_ms() - t0;
   }
   m->pack_stats.generate_ms = stats->generate_ms;
   if (!st) st = build_pack(rt, m, err);
   stats->disk_hit = m->pack_stats.disk_hit;
+  stats->generate_ms = m->pack_stats.generate_ms;
   stats->compile_ms = m->pack_stats.compile_ms;
   stats->load_ms = m->pack_stats.load_ms;
 
   pthread_mutex_lock(&rt->lock);
-  if (!m->key) m->key = key;
-  else if (key != m->key) free(key);
   if (st) {
     fg_module **link = &rt->modules;
     while (*link != m) link = &(*link)->next;
@@ -425,26 +430,18 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   return FLOWGEN_OK;
 }
 
-/* Builds variant i's part (state BUILDING, owned by this thread): generates
- * its source, compiles or reads it, loads it.  No lock held. */
+/* Builds variant i's part (state BUILDING, owned by this thread): finds
+ * its image on disk or renders and compiles it, loads it.  No lock held. */
 static flowgen_status build_variant(flowrt_runtime *rt, fg_module *m, int i,
                                     CUmodule *module, CUfunction *function,
                                     flowrt_part_stats *stats, flowgen_error *err) {
-  flowgen_options gen_opts = part_options(rt, FLOWGEN_PART_VARIANT, i);
-  flowgen_kernel *k = NULL;
+  flowgen_options opts = part_options(rt, FLOWGEN_PART_VARIANT, i);
   const flowgen_variant *v = flowgen_kernel_variant(m->kernel, i);
-  double t0 = fg_now_ms();
-  flowgen_status st = flowgen_generate(&m->spec, &gen_opts, &k, err);
-  stats->generate_ms = fg_now_ms() - t0;
-  char name[FLOWGEN_NAME_MAX + 96];
-  part_name(&m->spec, v, name, sizeof name);
-  if (!st) st = push_ctx(rt, err);
-  if (st) {
-    flowgen_kernel_free(k);
-    return st;
-  }
-  st = load_part(rt, k, name, module, stats, err);
-  flowgen_kernel_free(k);
+  char name[FG_PART_NAME_MAX];
+  fg_part_name(&m->spec, v->strategy, name, sizeof name);
+  flowgen_status st = push_ctx(rt, err);
+  if (st) return st;
+  st = load_part(rt, &m->spec, NULL, &opts, name, module, stats, err);
   if (!st) st = FG_CU(err, rt->cu->cuModuleGetFunction(function, *module, v->symbol));
   if (!st && v->nonportable_cluster)
     st = FG_CU(err, rt->cu->cuFuncSetAttribute(

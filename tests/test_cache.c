@@ -1387,21 +1387,22 @@ static void test_runtime_setup_refuses_untrusted_folder(void **state) {
 static char **warm_keys(const flowgen_spec *spec, int *count) {
   flowgen_spec resolved = *spec;
   resolved.arch_specific = fg_arch_specific(resolved.arch);
-  flowgen_options opts = {.part = FLOWGEN_PART_PACK};
+  flowgen_options opts = {.part = FLOWGEN_PART_PLAN};
   flowgen_kernel *k = NULL;
   assert_int_equal(flowgen_generate(&resolved, &opts, &k, NULL), FLOWGEN_OK);
   int n = flowgen_kernel_variant_count(k) + 1;
   char **keys = calloc((size_t)n, sizeof *keys);
   assert_non_null(keys);
   for (int i = 0; i < n; ++i) {
-    if (i > 0) {
-      flowgen_kernel_free(k);
-      opts = (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i - 1};
-      assert_int_equal(flowgen_generate(&resolved, &opts, &k, NULL), FLOWGEN_OK);
-    }
-    keys[i] = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
-                            resolved.arch, FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
-    assert_non_null(keys[i]);
+    opts = i == 0 ? (flowgen_options){.part = FLOWGEN_PART_PACK}
+                  : (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i - 1};
+    char name[FG_PART_NAME_MAX];
+    fg_part_name(&resolved, i == 0 ? NULL : flowgen_kernel_variant(k, i - 1)->strategy, name,
+                 sizeof name);
+    assert_int_equal(fg_part_cache_key(&resolved, &opts, name, resolved.arch,
+                                       FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version(), &keys[i],
+                                       NULL),
+                     FLOWGEN_OK);
   }
   flowgen_kernel_free(k);
   *count = n;
@@ -1548,11 +1549,11 @@ static void free2(char *a, char *b) {
 static void test_cli_list_has_aligned_headers(void **state) {
   skip_without_cli();
   const char *dir = *state;
-  static const char source[] = "0123456789abcdef0123456789abcdef";
+  static const char source[] = "source:0123456789abcdef0123456789abcdef";
   const char *keys[] = {"flowgen module v1\ntarget=sm_90\nsource-xxh3-128=0123456789abcdef"
                         "0123456789abcdef\n",
-                        "flowgen module v1\ntarget=compute_120\nsource-xxh3-128=0123456789a"
-                        "bcdef0123456789abcdef\noptions=other\n"};
+                        "flowgen module v1\ntarget=compute_120\npart=flow_d2_h4_s1_fp32_pack.cu\n"
+                        "flowgen source v1\nspec.dim=2\n"};
   put_pattern(dir, keys[0], 123456, 1);
   put_pattern(dir, keys[1], 7, 2);
   char path[PATH_SIZE], corrupt[FG_CACHE_FILE_NAME_SIZE];
@@ -1573,7 +1574,7 @@ static void test_cli_list_has_aligned_headers(void **state) {
   assert_int_equal(count, 5);
   const char *header = lines[0];
   if (strncmp(header, "FILE ", 5) != 0) fail_msg("no header: %s", header);
-  const char *columns[] = {"BYTES", "TARGET", "STATE", "SOURCE"};
+  const char *columns[] = {"BYTES", "TARGET", "STATE", "KERNEL"};
   size_t at[4];
   for (int c = 0; c < 4; ++c) {
     const char *found = strstr(header, columns[c]);
@@ -1592,9 +1593,13 @@ static void test_cli_list_has_aligned_headers(void **state) {
       fail_msg("row not under the header:\n%s\n%s", header, row);
     if (strncmp(row + at[2], "valid ", 6) == 0) {
       ++valid;
-      assert_memory_equal(row + at[3], source, 32);
-      assert_true(strncmp(row + at[1], "sm_90 ", 6) == 0 ||
-                  strncmp(row + at[1], "compute_120 ", 12) == 0);
+      /* a source-keyed entry shows its hash, a part its name */
+      if (strncmp(row + at[1], "sm_90 ", 6) == 0) {
+        assert_string_equal(row + at[3], source);
+      } else {
+        assert_true(strncmp(row + at[1], "compute_120 ", 12) == 0);
+        assert_string_equal(row + at[3], "flow_d2_h4_s1_fp32_pack");
+      }
     } else if (strncmp(row + at[2], "INVALID ", 8) == 0) {
       ++invalid;
       if (strncmp(row, "notes.fgc ", 10) == 0) assert_non_null(strstr(row, "(not a flowgen"));

@@ -245,12 +245,11 @@ static void compute_shape_keys(void) {
     flowgen_spec spec = fg_test_spec(shapes[i][0], shapes[i][1], shapes[i][2], 90);
     spec.arch_specific = fg_arch_specific(spec.arch);  /* as warm resolves it */
     flowgen_options pack = {.part = FLOWGEN_PART_PACK};
-    flowgen_kernel *k = NULL;
-    assert_int_equal(flowgen_generate(&spec, &pack, &k, NULL), FLOWGEN_OK);
-    load.shape_key[i] = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k),
-                                      90, FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
-    flowgen_kernel_free(k);
-    assert_non_null(load.shape_key[i]);
+    char name[FG_PART_NAME_MAX];
+    fg_part_name(&spec, NULL, name, sizeof name);
+    assert_int_equal(fg_part_cache_key(&spec, &pack, name, 90, FLOWRT_TARGET_CUBIN,
+                                       flowrt_nvrtc_version(), &load.shape_key[i], NULL),
+                     FLOWGEN_OK);
   }
 }
 
