@@ -19,6 +19,9 @@
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
+#   startup    `flowgen sample -v` cold (empty cache) and warm at B = 8,
+#              1000 and 65536, by $BEFORE_FLOWGEN (another build's flowgen,
+#              if given) and build/flowgen, then `cache list`
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
@@ -109,6 +112,27 @@ for part in "$@"; do
     done
     python3 bench/before_after.py "$out"/compare-before-*.json -- "$out"/compare-after-*.json \
       | tee "$out/compare.txt" | tail -n 25 ;;
+  startup)
+    for who in before after; do
+      prog=build/flowgen
+      if [ $who = before ]; then
+        [ -x "${BEFORE_FLOWGEN:-}" ] || continue
+        prog=$BEFORE_FLOWGEN
+      fi
+      for b in 8 1000 65536; do
+        cache=$(mktemp -d)
+        for run in cold warm; do
+          start=$(date +%s%N)
+          FLOWGEN_CACHE_DIR=$cache "$prog" sample --device gpu --batch $b --seed 1 \
+            -o "$out/startup.npy" -v > "$out/startup-run.txt" 2>&1
+          echo "== $who B=$b $run: process $((($(date +%s%N) - start) / 1000000)) ms"
+          grep -E 'open|part' "$out/startup-run.txt"
+        done
+        [ $who = after ] && [ $b = 8 ] && FLOWGEN_CACHE_DIR=$cache "$prog" cache list
+        rm -rf "$cache"
+      done
+    done > "$out/startup.txt" 2>&1 || status=1
+    cat "$out/startup.txt" ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
