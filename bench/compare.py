@@ -1,51 +1,72 @@
 """flowgen against PyTorch, point by point, from the JSON that build/bench
-and bench/pytorch_baseline.py write: device time of each, their ratio, and
-every point where flowgen is not faster than PyTorch eager + CUDA graph.
+and bench/pytorch_baseline.py write: device time of each, flowgen's
+TFLOP/s, their ratio, and every point where flowgen is not faster than
+PyTorch eager + CUDA graph in the same precision; then, per precision,
+the points compared, the slower ones and the least ratio.
 
-usage: python3 bench/compare.py bench.json pytorch.json [--markdown]
-exit status: 0 when flowgen is faster at every point both files have,
+usage: python3 bench/compare.py bench.json pytorch.json... [--markdown]
+  (one pytorch.json a precision, as bench/pytorch_baseline.py --precision
+  writes them; bench.json may hold every precision)
+exit status: 0 when flowgen is faster at every point both sides have,
 1 otherwise, 2 on bad input.
 """
 import json
 import sys
 
 
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)["results"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"compare.py: {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def key_of(r):
+    return (r["dim"], r["hidden"], r["steps"], r["batch"], r.get("precision", "fp32"))
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     markdown = "--markdown" in sys.argv[1:]
-    if len(args) != 2:
+    if len(args) < 2:
         sys.exit(__doc__)
-    try:
-        ours = json.load(open(args[0]))["results"]
-        theirs = json.load(open(args[1]))["results"]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"compare.py: {e}", file=sys.stderr)
-        sys.exit(2)
-    def key_of(r):
-        return (r["dim"], r["hidden"], r["steps"], r["batch"], r.get("precision", "fp32"))
-
-    peer = {key_of(r): r for r in theirs}
+    ours = load(args[0])
+    peer = {}
+    for path in args[1:]:
+        peer.update({key_of(r): r for r in load(path)})
     if markdown:
-        print("| D | H | S | B | flowgen µs | strategy | relerr | PyTorch graph µs | eager µs | speed-up |")
-        print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
-    slower = 0
+        print("| precision | D | H | S | B | flowgen µs | strategy | TFLOP/s | relerr "
+              "| PyTorch graph µs | eager µs | speed-up |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    per = {}  # precision -> [points, slower, least ratio]
     for r in ours:
-        if key_of(r) not in peer:
+        k = key_of(r)
+        if k not in peer:
             continue
-        p = peer[key_of(r)]
-        key = key_of(r)[:4]
+        p = peer[k]
         graph, eager = p["graph_ms"][0] * 1e3, p["eager_ms"][0] * 1e3
         ratio = graph / r["median_us"]
-        if ratio <= 1:
-            slower += 1
-        row = (*key, r["median_us"], r["strategy"], r["relerr"], graph, eager, ratio)
+        stats = per.setdefault(k[4], [0, 0, float("inf")])
+        stats[0] += 1
+        stats[1] += ratio <= 1
+        stats[2] = min(stats[2], ratio)
+        row = (k[4], *k[:4], r["median_us"], r["strategy"], r.get("tflops", 0.0), r["relerr"],
+               graph, eager, ratio)
         if markdown:
-            print("| %d | %d | %d | %d | %.1f | %s | %.1e | %.1f | %.1f | %.2f× |" % row)
+            print("| %s | %d | %d | %d | %d | %.1f | %s | %.1f | %.1e | %.1f | %.1f | %.2f× |" % row)
         else:
-            print("D=%-5d H=%-5d S=%-4d B=%-7d flowgen %11.1f us %-10s relerr %.1e  "
-                  "torch graph %11.1f us eager %11.1f us  x%.2f" % row
+            print("%-4s D=%-5d H=%-5d S=%-4d B=%-7d flowgen %11.1f us %-10s %6.1f TFLOP/s "
+                  "relerr %.1e  torch graph %11.1f us eager %11.1f us  x%.2f" % row
                   + ("  SLOWER" if ratio <= 1 else ""))
-    print(f"compare: {slower} point(s) where flowgen is not faster", file=sys.stderr)
+    slower = 0
+    for precision, (points, worse, least) in sorted(per.items()):
+        slower += worse
+        print(f"compare: {precision}: {points} point(s), {worse} where flowgen is not faster, "
+              f"least speed-up x{least:.2f}", file=sys.stderr)
+    if not per:
+        print("compare: no point in both files", file=sys.stderr)
     sys.exit(1 if slower else 0)
 
 

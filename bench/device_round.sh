@@ -14,8 +14,9 @@
 #              beside it where torch is installed
 #   precisions every precision at the default shape, B = 1 to 1048576, and
 #              PyTorch in each precision (PRECISION_BATCHES narrows it)
-#   sweep      fp32 over shapes x batches against PyTorch (bench/compare.py;
-#              SWEEP_SHAPES, SWEEP_BATCHES)
+#   sweep      shapes x batches x precisions against PyTorch in the same
+#              precision (bench/compare.py; SWEEP_SHAPES, SWEEP_BATCHES,
+#              SWEEP_PRECISIONS, default fp32)
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
@@ -86,13 +87,21 @@ for part in "$@"; do
   sweep)
     shapes=${SWEEP_SHAPES:-"16,64,32;64,256,32;128,512,32;512,2048,32;1024,4096,32"}
     batches=${SWEEP_BATCHES:-1,64,4096,65536}
+    precisions=${SWEEP_PRECISIONS:-fp32}
     # shellcheck disable=SC2086
-    build/bench $tune --no-startup --no-baseline --shapes "$shapes" --batches $batches \
-      --json "$out/sweep.json" > "$out/sweep.txt" || status=1
+    build/bench $tune --quick --no-startup --no-baseline --precisions "$precisions" \
+      --shapes "$shapes" --batches $batches --json "$out/sweep.json" > "$out/sweep.txt" || status=1
     if have_torch; then
-      python3 bench/pytorch_baseline.py --shapes "$shapes" --batches $batches \
-        --json "$out/sweep-pytorch.json" > "$out/sweep-pytorch.txt" || status=1
-      python3 bench/compare.py "$out/sweep.json" "$out/sweep-pytorch.json" | tail -n 30
+      peers=""
+      for p in $(echo "$precisions" | tr , ' '); do
+        python3 bench/pytorch_baseline.py --quick --precision "$p" --shapes "$shapes" \
+          --batches "$batches" --json "$out/sweep-pytorch-$p.json" > "$out/sweep-pytorch-$p.txt" \
+          || status=1
+        peers="$peers $out/sweep-pytorch-$p.json"
+      done
+      # shellcheck disable=SC2086 # $peers: one file a precision
+      python3 bench/compare.py "$out/sweep.json" $peers > "$out/sweep-compare.txt" 2>&1
+      grep -E 'SLOWER|^compare' "$out/sweep-compare.txt" | tail -n 40
     fi ;;
   compare)
     [ -x "${BEFORE:-}" ] || { echo "device_round.sh: compare needs BEFORE=path/to/bench" >&2; exit 2; }
