@@ -29,9 +29,6 @@ class Flow(nn.Module):
                                       nn.Linear(H, H), nn.SiLU(),
                                       nn.Linear(H, D))
 
-    def forward(self, x, t):
-        return self.velocity(torch.cat([x, t], dim=-1))
-
 
 def split(seed=0):
     """The digits scaled to [-1, 1], split 80/20 with a fixed seed."""
@@ -41,6 +38,28 @@ def split(seed=0):
     cut = int(0.8 * len(x))
     return (x[order[:cut]], digits.target[order[:cut]],
             x[order[cut:]], digits.target[order[cut:]])
+
+
+def fit(model, velocity, draw, steps, batch):
+    """Flow matching, the loop train.py and train_cond.py share: `steps` of
+    Adam (lr 2e-3, cosine decay) on |velocity([x_t, t, extra]) - (x1 - x0)|^2,
+    where draw(batch) gives the data x1 and the extra input columns after t
+    (None: none)."""
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    for step in range(steps):
+        x1, extra = draw(batch)
+        x0 = torch.randn_like(x1)
+        t = torch.rand(batch, 1)
+        xt = (1 - t) * x0 + t * x1
+        inputs = [xt, t] if extra is None else [xt, t, extra]
+        loss = ((velocity(torch.cat(inputs, dim=-1)) - (x1 - x0)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 2000 == 0 or step == steps - 1:
+            print(f"step {step:6d}  loss {loss.item():.4f}", flush=True)
 
 
 def main():
@@ -53,20 +72,8 @@ def main():
     train, _, _, _ = split()
     data = torch.from_numpy(train)
     model = Flow()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps)
-    for step in range(args.steps):
-        x1 = data[torch.randint(len(data), (args.batch,))]
-        x0 = torch.randn_like(x1)
-        t = torch.rand(args.batch, 1)
-        xt = (1 - t) * x0 + t * x1
-        loss = ((model(xt, t) - (x1 - x0)) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        if step % 2000 == 0 or step == args.steps - 1:
-            print(f"step {step:6d}  loss {loss.item():.4f}", flush=True)
+    fit(model, model.velocity, lambda n: (data[torch.randint(len(data), (n,))], None),
+        args.steps, args.batch)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     assert sorted(state) == sorted(f"velocity.{i}.{p}" for i in (0, 2, 4)
                                    for p in ("weight", "bias"))

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from train import split
+from train import fit, split
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytorch"))
 import flowgen_export as fx  # noqa: E402
@@ -40,24 +40,13 @@ def main():
     data = torch.from_numpy(train)
     onehot = torch.eye(CLASSES)[torch.from_numpy(labels)]
     model = fx.FlowModel(D, H, cond=CLASSES, layers=3, act="silu", time="raw", input="x,t,c")
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps)
-    for step in range(args.steps):
-        pick = torch.randint(len(data), (args.batch,))
-        x1, c = data[pick], onehot[pick]
-        c = c * (torch.rand(args.batch, 1) >= DROPOUT)
-        x0 = torch.randn_like(x1)
-        t = torch.rand(args.batch, 1)
-        xt = (1 - t) * x0 + t * x1
-        # the MLP on [x, t, c] directly: t differs per row while training
-        v = model.velocity(torch.cat([xt, t, c], dim=-1))
-        loss = ((v - (x1 - x0)) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        if step % 2000 == 0 or step == args.steps - 1:
-            print(f"step {step:6d}  loss {loss.item():.4f}", flush=True)
+
+    def draw(n):
+        pick = torch.randint(len(data), (n,))
+        return data[pick], onehot[pick] * (torch.rand(n, 1) >= DROPOUT)
+
+    # the MLP on [x, t, c] directly: t differs per row while training
+    fit(model, model.velocity, draw, args.steps, args.batch)
     fx.save(model, args.out, metadata={
         "model": "conditional flow matching on sklearn 8x8 digits, scaled to [-1, 1]; "
                  "c = one-hot class, null = zeros (dropout 0.1)",
