@@ -32,9 +32,9 @@
  * that was running. */
 #define ENGINE_CHUNK "@gen/engine.lua"
 
-/* Why the latest allocation was refused. */
+/* Why an allocation was refused. */
 typedef enum refusal {
-  REFUSED_NONE,    /* it was not, or Lua's retry after a collection worked */
+  REFUSED_NONE,
   REFUSED_BUDGET,  /* the memory limit */
   REFUSED_SYSTEM,  /* the C allocator */
 } refusal;
@@ -49,12 +49,21 @@ struct fg_sandbox {
   size_t string_header;       /* bytes of a string object besides its text */
   bool probing_strings;       /* the next string allocation measures that */
   bool stopped;               /* a limit was hit: every instruction fails */
-  refusal last_refusal;
-  struct {                    /* the refused request, to know its retry */
+  /* Lua answers a refused request with an emergency collection (which
+   * only frees and shrinks) and one retry of it, the next request that
+   * grows; where that is refused too, or none comes, Lua raises "not
+   * enough memory".  The first refusal Lua gave up on says whose limit
+   * that was; one whose retry worked says nothing (nor does a later
+   * refusal that a collection made good, while the error unwinds). */
+  struct {
     void *ptr;
     size_t osize, nsize;
+    refusal why;
+    bool open;                /* awaiting its retry */
+    char where[256];          /* the template line it was for */
   } refused;
-  char refused_where[256];    /* the template line it was for */
+  refusal gave_up;            /* the first refusal Lua gave up on */
+  char gave_up_where[256];
   char limit_message[512];    /* which limit stopped the templates, where */
   char *template_dir;
   int engine_ref;
@@ -171,14 +180,37 @@ int fg_sandbox_string_error(lua_State *L, const char *what, size_t bytes) {
 
 /* ---- the allocator ---------------------------------------------------- */
 
-static void *refuse(fg_sandbox *sb, refusal why, void *ptr, size_t osize,
+/* Lua gave up on the open refusal (or its retry). */
+static void give_up(fg_sandbox *sb) {
+  sb->refused.open = false;
+  if (sb->gave_up) return;
+  sb->gave_up = sb->refused.why;
+  memcpy(sb->gave_up_where, sb->refused.where, sizeof sb->gave_up_where);
+}
+
+/* Refuses a request; retry: it is Lua's retry of the open refusal. */
+static void *refuse(fg_sandbox *sb, refusal why, bool retry, void *ptr, size_t osize,
                     size_t nsize) {
-  sb->last_refusal = why;
   sb->refused.ptr = ptr;
   sb->refused.osize = osize;
   sb->refused.nsize = nsize;
-  if (sb->L) template_where(sb->L, sb->refused_where, sizeof sb->refused_where);
+  sb->refused.why = why;
+  sb->refused.open = true;
+  if (sb->L) template_where(sb->L, sb->refused.where, sizeof sb->refused.where);
+  else sb->refused.where[0] = '\0';
+  if (retry) give_up(sb);
   return NULL;
+}
+
+/* What a "not enough memory" error of Lua's was: the refusal it gave up
+ * on, or the open one (no request came after it); *where its line. */
+static refusal memory_error_cause(const fg_sandbox *sb, const char **where) {
+  if (sb->gave_up) {
+    *where = sb->gave_up_where;
+    return sb->gave_up;
+  }
+  *where = sb->refused.where;
+  return sb->refused.open ? sb->refused.why : REFUSED_NONE;
 }
 
 /* When ptr is NULL, osize is the type of the object Lua makes. */
@@ -194,9 +226,19 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     sb->used -= old;
     return NULL;
   }
+  bool retry = false;
   if (nsize > old) {
+    /* The first request that grows after a refusal is its retry, or Lua
+     * gave up on it (a new object's request names only its type and size,
+     * which a later one may share: only this one counts). */
+    if (sb->refused.open) {
+      retry = sb->refused.ptr == ptr && sb->refused.osize == osize &&
+              sb->refused.nsize == nsize;
+      if (retry) sb->refused.open = false;
+      else give_up(sb);
+    }
     if (nsize - old > sb->memory_limit - sb->used)
-      return refuse(sb, REFUSED_BUDGET, ptr, osize, nsize);
+      return refuse(sb, REFUSED_BUDGET, retry, ptr, osize, nsize);
     if (is_new_string(ptr, osize)) {
       if (sb->probing_strings) {
         sb->string_header = nsize;  /* minus the probe's length, by the caller */
@@ -220,14 +262,11 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   void *p = realloc(ptr, nsize);
   if (p) {
     sb->used = sb->used - old + nsize;
-    if (sb->last_refusal && sb->refused.ptr == ptr &&
-        sb->refused.osize == osize && sb->refused.nsize == nsize)
-      sb->last_refusal = REFUSED_NONE;  /* Lua's retry worked */
     return p;
   }
   /* Lua assumes that a block never fails to shrink: keep the larger one. */
   if (nsize <= old) return ptr;
-  return refuse(sb, REFUSED_SYSTEM, ptr, osize, nsize);
+  return refuse(sb, REFUSED_SYSTEM, retry, ptr, osize, nsize);
 }
 
 /* ---- template files -------------------------------------------------- */
@@ -439,9 +478,9 @@ flowgen_status fg_sandbox_open(const char *template_dir,
   lua_pushcfunction(L, load_engine);
   lua_pushlightuserdata(L, sb);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    const char *message = lua_tostring(L, -1);
+    const char *message = lua_tostring(L, -1), *where;
     flowgen_status st =
-        sb->last_refusal == REFUSED_SYSTEM
+        memory_error_cause(sb, &where) == REFUSED_SYSTEM
             ? fg_fail(err, FLOWGEN_NOMEM, "out of memory starting the template engine")
             : fg_fail(err, FLOWGEN_INTERNAL, "template engine: %s",
                       message ? message : "error object is not a string");
@@ -473,11 +512,13 @@ flowgen_status fg_sandbox_failure(fg_sandbox *sb, const char *message,
    * the latest refusal says whose.  A refusal that the collection made good
    * was cleared, and has no part in a later error. */
   if (strstr(message, "not enough memory")) {
-    if (sb->last_refusal == REFUSED_BUDGET)
+    const char *where;
+    refusal cause = memory_error_cause(sb, &where);
+    if (cause == REFUSED_BUDGET)
       return fg_fail(err, FLOWGEN_LIMIT,
                      "%stemplate exceeded the memory limit (%zu MiB)",
-                     sb->refused_where, sb->memory_limit >> 20);
-    if (sb->last_refusal == REFUSED_SYSTEM)
+                     where, sb->memory_limit >> 20);
+    if (cause == REFUSED_SYSTEM)
       return fg_fail(err, FLOWGEN_NOMEM,
                      "out of memory rendering the templates: %s", message);
   }

@@ -5,6 +5,9 @@
 #include "support.h"
 
 #include "flowgen.h"
+#include "sandbox.h"
+
+#include <lauxlib.h>
 
 #include <errno.h>
 #include <signal.h>
@@ -365,6 +368,51 @@ static void test_memory_limit(void **state) {
   assert_int_equal(r.status, FLOWGEN_OK);
   assert_string_equal(r.source, "1048576\n");
   free(r.source);
+}
+
+/* Fills a table with small ones until the memory limit stops it (Lua
+ * raises its error from an allocation: the loop never ends otherwise). */
+static int fill_memory(lua_State *L) {
+  lua_newtable(L);
+  for (lua_Integer i = 1; i < LUA_MAXINTEGER; ++i) {
+    lua_createtable(L, 1, 0);
+    lua_rawseti(L, -2, i);
+  }
+  return 0;
+}
+
+/* Asks for a block a little larger than what is left of the limit. */
+static int ask_past_the_limit(lua_State *L) {
+  size_t limit = *(const size_t *)lua_touserdata(L, 1);
+  size_t used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+  lua_newuserdatauv(L, limit - used + 4096, 0);
+  return 0;
+}
+
+/* Lua's "not enough memory" is the memory limit's, whatever follows while
+ * the error unwinds: here a request past the limit that the emergency
+ * collection makes good, the filled table being garbage by then (the
+ * engine's own requests can do so after a template's error, depending on
+ * the heap's figures). */
+static void test_memory_error_keeps_its_cause(void **state) {
+  (void)state;
+  const size_t limit = 16u << 20;
+  fg_sandbox_limits limits = {0, limit, 0};
+  fg_sandbox *sb = NULL;
+  flowgen_error err;
+  assert_int_equal(fg_sandbox_open(NULL, &limits, &sb, &err), FLOWGEN_OK);
+  lua_State *L = fg_sandbox_state(sb);
+  lua_pushcfunction(L, fill_memory);
+  assert_int_equal(lua_pcall(L, 0, 0, 0), LUA_ERRMEM);
+  const char *message = lua_tostring(L, -1);
+  assert_non_null(strstr(message, "not enough memory"));
+  lua_pushcfunction(L, ask_past_the_limit);
+  lua_pushlightuserdata(L, (void *)&limit);
+  assert_int_equal(lua_pcall(L, 1, 0, 0), LUA_OK);
+  assert_int_equal(fg_sandbox_failure(sb, message, &err), FLOWGEN_LIMIT);
+  assert_non_null(strstr(err.message, "memory limit (16 MiB)"));
+  lua_pop(L, 1);
+  fg_sandbox_close(sb);
 }
 
 /* A cap hit in one generation does not carry over to the next. */
@@ -1079,6 +1127,7 @@ int main(void) {
       T(test_endless_loop_in_planner),
       T(test_runaway_without_escape),
       T(test_memory_limit),
+      cmocka_unit_test(test_memory_error_keeps_its_cause),
       T(test_caps_are_per_generation),
       T(test_pattern_backtracking_is_capped),
       T(test_finalizers_cannot_be_installed),
