@@ -16,7 +16,11 @@
 #              PyTorch in each precision (PRECISION_BATCHES narrows it)
 #   sweep      shapes x batches x precisions against PyTorch in the same
 #              precision (bench/compare.py; SWEEP_SHAPES, SWEEP_BATCHES,
-#              SWEEP_PRECISIONS, default fp32)
+#              SWEEP_PRECISIONS, default fp32); bench/plot_speedup.sh draws
+#              the JSON it leaves.  The wide models' sweep:
+#              SWEEP_SHAPES="32,512,4;256,2048,16;1024,4096,16;..."
+#              SWEEP_BATCHES=1,8,64,1024,4096,65536
+#              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
