@@ -128,6 +128,20 @@ void fg_test_write_template(const char *dir, const char *name,
   fg_test_write_file(path, text, strlen(text));
 }
 
+char *fg_test_echo_templates(const char *file_cut) {
+  char *dir = fg_test_mkdtemp();
+  fg_test_write_template(
+      dir, "plan.lua",
+      "return function(spec)\n"
+      "  return {template = 'file.cut', variants = {{strategy = 'echo', symbol = 'echo_k',\n"
+      "    pack_symbol = 'echo_pack', min_batch = 0, max_batch = -1, block_threads = 32,\n"
+      "    rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,\n"
+      "    pack_threads = 32}}}\n"
+      "end\n");
+  fg_test_write_template(dir, "file.cut", file_cut);
+  return dir;
+}
+
 double fg_test_now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -175,6 +189,25 @@ void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale) {
     double u = (double)(s >> 11) / 9007199254740992.0; /* [0, 1) */
     out[i] = (float)((2.0 * u - 1.0) * scale);
   }
+}
+
+flowrt_weights *fg_test_random_model(const flowgen_spec *model, uint64_t seed, float gain) {
+  flowrt_weights *w = NULL;
+  flowgen_error err;
+  if (flowrt_weights_alloc(model, &w, &err)) fail_msg("flowrt_weights_alloc: %s", err.message);
+  for (int l = 0; l < w->layers; ++l) {
+    size_t rows = l == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
+    size_t cols = l == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
+    float scale = gain / sqrtf((float)cols);
+    fg_test_fill_uniform(w->w[l], rows * cols, seed + 2 * (uint64_t)l + 1, scale);
+    fg_test_fill_uniform(w->b[l], rows, seed + 2 * (uint64_t)l + 2, scale);
+  }
+  return w;
+}
+
+flowrt_weights *fg_test_random_weights(int dim, int hidden, uint64_t seed) {
+  flowgen_spec model = fg_test_spec(dim, hidden, 1, 90);
+  return fg_test_random_model(&model, seed, 1.0f);
 }
 
 int fg_test_log_uniform(uint64_t *rng, int lo, int hi) {

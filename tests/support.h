@@ -41,6 +41,11 @@ void fg_test_copy_templates(const char *dir);
 void fg_test_write_template(const char *dir, const char *name,
                             const char *text);
 
+/* A new template folder (fg_test_mkdtemp) whose plan.lua plans one
+ * variant, "echo" (kernel echo_k, pack kernel echo_pack, any batch), and
+ * whose file.cut is file_cut.  fg_test_rmtree and free() it. */
+char *fg_test_echo_templates(const char *file_cut);
+
 /* CLOCK_MONOTONIC in seconds. */
 double fg_test_now_seconds(void);
 /* True when running under valgrind (its preload is in LD_PRELOAD): the
@@ -55,6 +60,12 @@ flowgen_spec fg_test_spec(int dim, int hidden, int steps, int arch);
 
 /* Deterministic uniform values in [-scale, scale) (xorshift, seeded). */
 void fg_test_fill_uniform(float *out, size_t n, uint64_t seed, float scale);
+/* Weights of model's layers drawn as PyTorch initialises a Linear, from
+ * U(-gain / sqrt(fan_in), gain / sqrt(fan_in)) (gain 1: PyTorch's), seeded;
+ * asserts that they are allocated.  flowrt_weights_free() them. */
+struct flowrt_weights *fg_test_random_model(const flowgen_spec *model, uint64_t seed, float gain);
+/* The same for the seed model of dim x hidden. */
+struct flowrt_weights *fg_test_random_weights(int dim, int hidden, uint64_t seed);
 /* A seed that differs between runs unless FLOWGEN_TEST_SEED is set; printed
  * so that a failure can be replayed. */
 uint64_t fg_test_seed(void);

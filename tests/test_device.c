@@ -17,17 +17,7 @@
  * spec.device as the planner got it: each field, then the keys of the
  * table and of its clusters_at_once, in the sandbox's sorted order. */
 static int echo_setup(void **state) {
-  char *dir = fg_test_mkdtemp();
-  fg_test_write_template(
-      dir, "plan.lua",
-      "return function(spec)\n"
-      "  return {template = 'file.cut', variants = {{strategy = 'echo', symbol = 'echo_k',\n"
-      "    pack_symbol = 'echo_pack', min_batch = 0, max_batch = -1, block_threads = 32,\n"
-      "    rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,\n"
-      "    pack_threads = 32}}}\n"
-      "end\n");
-  fg_test_write_template(
-      dir, "file.cut",
+  *state = fg_test_echo_templates(
       "| local d = spec.device\n"
       "| local keys, at_once = {}, {}\n"
       "| for k in pairs(d) do keys[#keys + 1] = k end\n"
@@ -35,7 +25,6 @@ static int echo_setup(void **state) {
       "sms=$(tostring(d.sms)) shared=$(tostring(d.shared_per_block)) "
       "clusters=$(tostring(d.clusters)) at_once=$(table.concat(at_once, ',')) "
       "keys=$(table.concat(keys, ','))\n");
-  *state = dir;
   return 0;
 }
 

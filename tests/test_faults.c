@@ -1322,31 +1322,12 @@ static void fault_every_call_in(phase target) {
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-/* Weights as PyTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-static flowrt_weights *random_model(const flowgen_spec *model, uint64_t seed) {
-  flowrt_weights *w = NULL;
-  if (flowrt_weights_alloc(model, &w, NULL)) return NULL;
-  for (int i = 0; i < w->layers; ++i) {
-    size_t rows = i == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
-    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
-    float scale = 1.0f / sqrtf((float)cols);
-    fg_test_fill_uniform(w->w[i], rows * cols, seed + 2 * (uint64_t)i + 1, scale);
-    fg_test_fill_uniform(w->b[i], rows, seed + 2 * (uint64_t)i + 2, scale);
-  }
-  return w;
-}
-
-static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
-  flowgen_spec model = fg_test_spec(dim, hidden, 1, 90);
-  return random_model(&model, seed);
-}
-
 static int group_setup(void **state) {
   (void)state;
   unsetenv("FLOWGEN_NVRTC");
   cache_dir = fg_test_mkdtemp();
-  weights = random_weights(64, 256, 1);
-  small_weights = random_weights(3, 5, 2);
+  weights = fg_test_random_weights(64, 256, 1);
+  small_weights = fg_test_random_weights(3, 5, 2);
   /* Warm the disk cache once: the loops then never wait for NVRTC. */
   mock_reset();
   nv_reset();
@@ -1938,17 +1919,7 @@ static void test_environment_does_not_tune(void **state) {
 /* A template folder whose plan is one kernel and whose source shows
  * spec.device as the planner got it.  malloc()ed; fg_test_rmtree it. */
 static char *device_echo_templates(void) {
-  char *dir = fg_test_mkdtemp();
-  fg_test_write_template(
-      dir, "plan.lua",
-      "return function(spec)\n"
-      "  return {template = 'file.cut', variants = {{strategy = 'echo', symbol = 'echo_k',\n"
-      "    pack_symbol = 'echo_pack', min_batch = 0, max_batch = -1, block_threads = 32,\n"
-      "    rows_per_block = 1, cluster_blocks = 1, shared_bytes = 0, params_bytes = 4,\n"
-      "    pack_threads = 32}}}\n"
-      "end\n");
-  fg_test_write_template(
-      dir, "file.cut",
+  return fg_test_echo_templates(
       "| local d = spec.device\n"
       "// sms=$(tostring(d.sms)) shared=$(tostring(d.shared_per_block)) "
       "clusters=$(tostring(d.clusters)) at_once=$(tostring(d.clusters_at_once))\n"
@@ -1957,7 +1928,6 @@ static char *device_echo_templates(void) {
       "extern \"C\" __global__ void echo_pack(const float *w1, const float *b1,\n"
       "    const float *w2, const float *b2, const float *w3, const float *b3,\n"
       "    float *params) {}\n");
-  return dir;
 }
 
 /* Opens a runtime over the echo templates with `figures`, makes a sampler
@@ -2118,7 +2088,7 @@ static flowrt_weights *family_scenario(scenario *sc, const char *dir, const char
   flowgen_spec model = fg_test_spec(3, 5, 2, 90);
   for (; *fields; fields += 2)
     assert_int_equal(flowgen_spec_set(&model, fields[0], fields[1], NULL), FLOWGEN_OK);
-  flowrt_weights *w = random_model(&model, 9);
+  flowrt_weights *w = fg_test_random_model(&model, 9, 1.0f);
   assert_non_null(w);
   scenario_init(sc, w);
   flowrt_weights_model(w, &sc->spec);

@@ -47,28 +47,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Weights as PyTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-static flowrt_weights *random_model(const flowgen_spec *model, uint64_t seed) {
-  flowrt_weights *w = NULL;
-  assert_int_equal(flowrt_weights_alloc(model, &w, NULL), FLOWGEN_OK);
-  for (int i = 0; i < w->layers; ++i) {
-    size_t rows = i == w->layers - 1 ? (size_t)w->dim : (size_t)w->hidden;
-    size_t cols = i == 0 ? (size_t)(w->dim + w->time_width + w->cond) : (size_t)w->hidden;
-    float scale = 1.0f / sqrtf((float)cols);
-    fg_test_fill_uniform(w->w[i], rows * cols, seed + 2 * (uint64_t)i + 1, scale);
-    fg_test_fill_uniform(w->b[i], rows, seed + 2 * (uint64_t)i + 2, scale);
-  }
-  return w;
-}
-
-static flowrt_weights *random_weights(int dim, int hidden, uint64_t seed) {
-  flowgen_spec model;
-  flowgen_spec_default(&model);
-  model.dim = dim;
-  model.hidden = hidden;
-  return random_model(&model, seed);
-}
-
 static flowgen_spec make_spec(int dim, int hidden, int steps) {
   flowgen_spec spec;
   flowgen_spec_default(&spec);
@@ -133,7 +111,7 @@ static void test_matches_reference(void **state) {
   uint64_t seed = fg_test_seed();
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i) {
     flowgen_spec spec = make_spec(shapes[i][0], shapes[i][1], shapes[i][2]);
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + i * 100);
+    flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, seed + i * 100);
     flowrt_sampler *s = NULL;
     flowgen_error err;
     if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -159,7 +137,7 @@ static void test_solvers_match_reference(void **state) {
   for (size_t i = 0; i < sizeof solvers / sizeof *solvers; ++i) {
     flowgen_spec spec = make_spec(64, 256, 8);
     spec.solver = solvers[i];
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
+    flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, seed + 31 * i);
     flowrt_sampler *s = NULL;
     flowgen_error err;
     if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -191,7 +169,7 @@ static void test_precisions_match_reference(void **state) {
       flowgen_spec spec = make_spec(shapes[i][0], shapes[i][1], shapes[i][2]);
       spec.precision = precisions[p].precision;
       if (i == 2) spec.solver = FLOWGEN_SOLVER_HEUN;
-      flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 10 * i + p);
+      flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, seed + 10 * i + p);
       flowrt_sampler *s = NULL;
       flowgen_error err;
       if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -222,7 +200,7 @@ static void test_random_shapes(void **state) {
   uint64_t seed = fg_test_seed(), rng = seed * 0x9E3779B97F4A7C15ull + 5;
   for (int i = 0; i < 6; ++i) {
     flowgen_spec spec = fg_test_random_spec(&rng, 1024, 4096, 40, 90); /* arch: the device's own */
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 1000 + i);
+    flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, seed + 1000 + i);
     flowrt_sampler *s = NULL;
     flowgen_error err;
     if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -249,7 +227,7 @@ static void test_zero_batch_and_aliasing(void **state) {
   FG_SKIP_WITHOUT_GPU();
   gpu_fixture *f = *state;
   flowgen_spec spec = make_spec(8, 32, 4);
-  flowrt_weights *w = random_weights(8, 32, fg_test_seed());
+  flowrt_weights *w = fg_test_random_weights(8, 32, fg_test_seed());
   flowrt_sampler *s = NULL;
   flowgen_error err;
   assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
@@ -290,7 +268,7 @@ static graph_api graph_functions(void) {
 static void graph_capture(gpu_fixture *f, int dim, int hidden, const char *strategy) {
   const fg_cuda_api *cu = fg_cuda(NULL);
   flowgen_spec spec = make_spec(dim, hidden, 32);
-  flowrt_weights *w = random_weights(dim, hidden, fg_test_seed() + 7);
+  flowrt_weights *w = fg_test_random_weights(dim, hidden, fg_test_seed() + 7);
   flowrt_sampler *s = NULL;
   flowgen_error err;
   assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
@@ -365,7 +343,7 @@ static void check_batches(gpu_fixture *f, flowgen_solver solver, const int shape
                                            const char *strategy)) {
   flowgen_spec spec = make_spec(shape[0], shape[1], 3);
   spec.solver = solver;
-  flowrt_weights *w = random_weights(spec.dim, spec.hidden, weight_seed);
+  flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, weight_seed);
   flowrt_sampler *s = NULL;
   flowgen_error err;
   if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
@@ -589,7 +567,7 @@ static void check_variants_within(const char *tune, const char *const *strategie
     flowgen_spec spec = make_spec(shapes[i].dim, shapes[i].hidden, shapes[i].steps);
     spec.precision = shapes[i].precision;
     spec.solver = shapes[i].solver;
-    flowrt_weights *w = random_weights(spec.dim, spec.hidden, seed + 31 * i);
+    flowrt_weights *w = fg_test_random_weights(spec.dim, spec.hidden, seed + 31 * i);
     flowrt_sampler *s = NULL;
     if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
     const flowgen_kernel *k = flowrt_sampler_kernel(s);
@@ -940,7 +918,7 @@ static void test_family_matches_reference(void **state) {
         at += snprintf(what + at, sizeof what - (size_t)at, " --%s %s", members[m].fields[k][0],
                        members[m].fields[k][1]);
       }
-      flowrt_weights *w = random_model(&spec, seed + 17 * m + p);
+      flowrt_weights *w = fg_test_random_model(&spec, seed + 17 * m + p, 1.0f);
       flowrt_sampler *s = NULL;
       flowgen_error err;
       if (flowrt_sampler_create(f->rt, &spec, w, &s, &err)) fail_msg("%s: %s", what, err.message);
@@ -989,7 +967,7 @@ static void test_family_graph_capture(void **state) {
   flowgen_spec spec = make_spec(64, 256, 16);
   spec.cond = 10;
   spec.guidance = true;
-  flowrt_weights *w = random_model(&spec, fg_test_seed() + 3);
+  flowrt_weights *w = fg_test_random_model(&spec, fg_test_seed() + 3, 1.0f);
   flowrt_sampler *s = NULL;
   flowgen_error err;
   assert_int_equal(flowrt_sampler_create(f->rt, &spec, w, &s, &err), FLOWGEN_OK);
@@ -1059,7 +1037,7 @@ static void test_two_samplers_and_cache(void **state) {
   gpu_fixture *f = *state;
   uint64_t seed = fg_test_seed();
   flowgen_spec a = make_spec(5, 40, 6), b = make_spec(12, 24, 3);
-  flowrt_weights *wa = random_weights(5, 40, seed), *wb = random_weights(12, 24, seed + 1);
+  flowrt_weights *wa = fg_test_random_weights(5, 40, seed), *wb = fg_test_random_weights(12, 24, seed + 1);
   flowrt_sampler *sa = NULL, *sb = NULL, *sa2 = NULL;
   flowgen_error err;
   assert_int_equal(flowrt_sampler_create(f->rt, &a, wa, &sa, &err), FLOWGEN_OK);

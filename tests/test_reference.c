@@ -279,20 +279,6 @@ static void naive_solve(const flowgen_spec *spec, const flowrt_weights *w, const
   }
 }
 
-static flowrt_weights *random_model(const flowgen_spec *spec, uint64_t seed) {
-  flowrt_weights *w = NULL;
-  flowgen_error err;
-  if (flowrt_weights_alloc(spec, &w, &err)) fail_msg("%s", err.message);
-  for (int l = 0; l < w->layers; ++l) {
-    int rows = l == w->layers - 1 ? w->dim : w->hidden;
-    int cols = l == 0 ? w->dim + w->time_width + w->cond : w->hidden;
-    float scale = 1.5f / sqrtf((float)cols);
-    fg_test_fill_uniform(w->w[l], (size_t)rows * cols, seed + 2 * (uint64_t)l, scale);
-    fg_test_fill_uniform(w->b[l], (size_t)rows, seed + 2 * (uint64_t)l + 1, scale);
-  }
-  return w;
-}
-
 typedef struct member {
   const char *fields[8][2];
 } member;
@@ -327,7 +313,7 @@ static void test_family_against_naive(void **state) {
       }
       snprintf(what + strlen(what), sizeof what - strlen(what), " --solver %s",
                flowgen_solver_name(spec.solver));
-      flowrt_weights *w = random_model(&spec, 100 + m);
+      flowrt_weights *w = fg_test_random_model(&spec, 100 + m, 1.5f);
       float x0[B * D], cond[B * 8], null_cond[8];
       fg_test_fill_uniform(x0, B * D, 7 + m, 1.5f);
       fg_test_fill_uniform(cond, B * 8, 8 + m, 1.0f);
@@ -362,7 +348,7 @@ static void test_input_order_moves_columns(void **state) {
   flowgen_spec base = fg_test_spec(D, H, 4, 90);
   base.cond = C;
   base.time.features = 4;
-  flowrt_weights *w = random_model(&base, 3);
+  flowrt_weights *w = fg_test_random_model(&base, 3, 1.5f);
   const int in = D + 4 + C;
   float x0[B * D], cond[B * C];
   fg_test_fill_uniform(x0, B * D, 1, 1.0f);
@@ -402,7 +388,7 @@ static void test_guidance_weights(void **state) {
   plain.act = FLOWGEN_ACT_GELU;
   flowgen_spec guided = plain;
   guided.guidance = true;
-  flowrt_weights *w = random_model(&plain, 5);
+  flowrt_weights *w = fg_test_random_model(&plain, 5, 1.5f);
   float x0[B * D], cond[B * C], null_cond[C], null_rows[B * C];
   fg_test_fill_uniform(x0, B * D, 1, 1.0f);
   fg_test_fill_uniform(cond, B * C, 2, 1.0f);
@@ -438,11 +424,11 @@ static void test_reference_refusals(void **state) {
   enum { D = 2, H = 3, C = 2 };
   flowgen_spec spec = fg_test_spec(D, H, 1, 90);
   spec.cond = C;
-  flowrt_weights *w = random_model(&spec, 1);
+  flowrt_weights *w = fg_test_random_model(&spec, 1, 1.5f);
   float x0[2 * D] = {0}, x[2 * D], cond[2 * C] = {0}, null_cond[C] = {0};
   flowgen_spec guided = spec, seed = fg_test_spec(D, H, 1, 90);
   guided.guidance = true;
-  flowrt_weights *w_seed = random_model(&seed, 2);
+  flowrt_weights *w_seed = fg_test_random_model(&seed, 2, 1.5f);
   static const float nan_row[C] = {0.0f, NAN};
   float nan_cond[2 * C] = {0, 0, 1, INFINITY};
   static const struct {
