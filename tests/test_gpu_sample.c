@@ -69,6 +69,38 @@ static double relerr(const float *x, const double *ref, size_t n) {
   return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* x (batch rows sampled on the GPU from x0, under cond and guidance)
+ * against the fp64 reference on `checked` rows spread over the batch; x
+ * must be wholly written (it was poisoned with NaN). */
+static double compare_with_reference(const flowgen_spec *spec, const flowrt_weights *w,
+                                     const float *x0, const float *x, const float *cond,
+                                     const float *null_cond, float guidance, int64_t batch,
+                                     int64_t checked) {
+  const int D = spec->dim, C = spec->cond;
+  for (size_t i = 0; i < (size_t)batch * D; ++i)
+    if (isnan(x[i])) fail_msg("x[%zu] not written (batch %lld)", i, (long long)batch);
+  if (checked > batch) checked = batch;
+  int64_t stride = batch / checked;
+  float *sub_x0 = malloc((size_t)checked * D * sizeof(float));
+  float *sub_x = malloc((size_t)checked * D * sizeof(float));
+  float *sub_c = cond ? malloc((size_t)checked * C * sizeof(float)) : NULL;
+  double *ref = malloc((size_t)checked * D * sizeof(double));
+  for (int64_t r = 0; r < checked; ++r) {
+    memcpy(sub_x0 + r * D, x0 + r * stride * D, D * sizeof(float));
+    memcpy(sub_x + r * D, x + r * stride * D, D * sizeof(float));
+    if (cond) memcpy(sub_c + r * C, cond + r * stride * C, C * sizeof(float));
+  }
+  flowgen_error err;
+  if (flowrt_reference_cond_f64(spec, w, sub_x0, ref, sub_c, null_cond, guidance, checked, &err))
+    fail_msg("%s", err.message);
+  double e = relerr(sub_x, ref, (size_t)checked * D);
+  free(sub_x0);
+  free(sub_x);
+  free(sub_c);
+  free(ref);
+  return e;
+}
+
 /* Samples batch rows on the GPU and compares up to `checked` rows (spread
  * over the batch) with the fp64 reference. */
 static double check_sampler(flowrt_sampler *s, const flowgen_spec *spec,
@@ -80,24 +112,9 @@ static double check_sampler(flowrt_sampler *s, const flowgen_spec *spec,
   for (size_t i = 0; i < n; ++i) x[i] = NAN; /* poison */
   flowgen_error err;
   if (flowrt_sample_host(s, x0, x, batch, &err)) fail_msg("%s", err.message);
-  if (checked > batch) checked = batch;
-  int64_t stride = batch / checked;
-  float *sub_x0 = malloc((size_t)checked * spec->dim * sizeof(float));
-  float *sub_x = malloc((size_t)checked * spec->dim * sizeof(float));
-  double *ref = malloc((size_t)checked * spec->dim * sizeof(double));
-  for (int64_t r = 0; r < checked; ++r) {
-    memcpy(sub_x0 + r * spec->dim, x0 + r * stride * spec->dim, spec->dim * sizeof(float));
-    memcpy(sub_x + r * spec->dim, x + r * stride * spec->dim, spec->dim * sizeof(float));
-  }
-  for (size_t i = 0; i < n; ++i)
-    if (isnan(x[i])) fail_msg("x[%zu] not written (batch %lld)", i, (long long)batch);
-  assert_int_equal(flowrt_reference_f64(spec, w, sub_x0, ref, checked, &err), FLOWGEN_OK);
-  double e = relerr(sub_x, ref, (size_t)checked * spec->dim);
+  double e = compare_with_reference(spec, w, x0, x, NULL, NULL, 1.0f, batch, checked);
   free(x0);
   free(x);
-  free(sub_x0);
-  free(sub_x);
-  free(ref);
   return e;
 }
 
@@ -847,30 +864,11 @@ static double check_family(flowrt_sampler *s, const flowgen_spec *spec, const fl
   flowgen_error err;
   if (flowrt_sample_host_cond(s, x0, x, cond, null_cond, guidance, batch, &err))
     fail_msg("%s", err.message);
-  for (size_t i = 0; i < n; ++i)
-    if (isnan(x[i])) fail_msg("x[%zu] not written (batch %lld)", i, (long long)batch);
-  if (checked > batch) checked = batch;
-  int64_t stride = batch / checked;
-  float *sub_x0 = malloc((size_t)checked * D * sizeof(float));
-  float *sub_x = malloc((size_t)checked * D * sizeof(float));
-  float *sub_c = C ? malloc((size_t)checked * C * sizeof(float)) : NULL;
-  double *ref = malloc((size_t)checked * D * sizeof(double));
-  for (int64_t r = 0; r < checked; ++r) {
-    memcpy(sub_x0 + r * D, x0 + r * stride * D, D * sizeof(float));
-    memcpy(sub_x + r * D, x + r * stride * D, D * sizeof(float));
-    if (C) memcpy(sub_c + r * C, cond + r * stride * C, C * sizeof(float));
-  }
-  if (flowrt_reference_cond_f64(spec, w, sub_x0, ref, sub_c, null_cond, guidance, checked, &err))
-    fail_msg("%s", err.message);
-  double e = relerr(sub_x, ref, (size_t)checked * D);
+  double e = compare_with_reference(spec, w, x0, x, cond, null_cond, guidance, batch, checked);
   free(x0);
   free(x);
   free(cond);
   free(null_cond);
-  free(sub_x0);
-  free(sub_x);
-  free(sub_c);
-  free(ref);
   return e;
 }
 
