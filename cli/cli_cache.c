@@ -41,8 +41,8 @@ static void print_entry(void *ctx, const flowrt_cache_entry *e) {
   if (++*(int *)ctx == 1)
     printf(LIST_ROW "\n", "FILE", "BYTES", "TARGET", "STATE", "KERNEL");
   key_field(e->key, "target=", target, sizeof target);
-  /* A part keyed by its inputs names itself (its NVRTC file name, less
-   * ".cu"); one keyed by its source (a template folder's) shows the hash. */
+  /* A part names itself (its NVRTC file name, less ".cu"); an entry of an
+   * older flowgen may not: its source's hash then. */
   if (e->key && strstr(e->key, "\npart=")) {
     key_field(e->key, "\npart=", kernel, sizeof kernel);
     size_t n = strlen(kernel);

@@ -35,16 +35,18 @@ static int key_head(char *buf, size_t size, int arch, flowrt_target target,
                   target == FLOWRT_TARGET_PTX ? "compute" : "sm", arch, FG_COMPILE_OPTIONS);
 }
 
-char *fg_module_key(const char *source, size_t size, int arch,
+char *fg_module_key(const char *source, size_t size, const char *name, int arch,
                     flowrt_target target, int nvrtc_version) {
   XXH128_hash_t h = XXH3_128bits(source, size);
-  char *key = malloc(512);
+  size_t bytes = 512 + strlen(name);
+  char *key = malloc(bytes);
   if (!key) return NULL;
-  int n = key_head(key, 512, arch, target, nvrtc_version);
-  snprintf(key + n, 512 - (size_t)n,
+  int n = key_head(key, bytes, arch, target, nvrtc_version);
+  snprintf(key + n, bytes - (size_t)n,
+           "part=%s\n"
            "source-bytes=%zu\n"
            "source-xxh3-128=%016llx%016llx\n",
-           size, (unsigned long long)h.high64, (unsigned long long)h.low64);
+           name, size, (unsigned long long)h.high64, (unsigned long long)h.low64);
   return key;
 }
 
@@ -129,7 +131,7 @@ flowgen_status fg_module_obtain(const char *dir, unsigned flags,
   memset(out, 0, sizeof *out);
   const fg_nvrtc_api *nvrtc = fg_nvrtc(err);
   if (!nvrtc) return err ? err->status : FLOWGEN_NO_NVRTC;
-  char *key = fg_module_key(source, size, arch, target, nvrtc->version);
+  char *key = fg_module_key(source, size, name, arch, target, nvrtc->version);
   if (!key) return fg_fail(err, FLOWGEN_NOMEM, "out of memory");
   out->source_bytes = size;
   if (dir && !(flags & FG_MODULE_SKIP_LOOKUP)) lookup(dir, key, warn, warn_ctx, out);

@@ -8,9 +8,9 @@
 /* The longest cache folder path kept. */
 #define FG_PATH_MAX 4096
 
-/* The full cache key of (source, options, arch, target, NVRTC version), a
- * malloc()ed text of a few lines. */
-FG_HIDDEN char *fg_module_key(const char *source, size_t size, int arch,
+/* The full cache key of (source, its file name, options, arch, target,
+ * NVRTC version), a malloc()ed text of a few lines. */
+FG_HIDDEN char *fg_module_key(const char *source, size_t size, const char *name, int arch,
                               flowrt_target target, int nvrtc_version);
 
 /* The full cache key of a part known by its source key (flowgen_source_key)

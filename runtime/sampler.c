@@ -356,9 +356,11 @@ static flowgen_status get_module(flowrt_runtime *rt, const flowgen_spec *spec,
   flowgen_status st = FLOWGEN_OK;
   double t0 = fg_now_ms();
   if (rt->template_dir) {
+    char name[FG_PART_NAME_MAX];
+    fg_part_name(spec, NULL, name, sizeof name);
     st = flowgen_generate(spec, &pack_opts, &kernel, err);
     if (!st && !(key = fg_module_key(flowgen_kernel_source(kernel),
-                                     flowgen_kernel_source_size(kernel),
+                                     flowgen_kernel_source_size(kernel), name,
                                      rt->compile_arch, rt->target,
                                      flowrt_nvrtc_version())))
       st = fg_fail(err, FLOWGEN_NOMEM, "out of memory");

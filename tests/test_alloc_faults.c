@@ -365,16 +365,29 @@ static void test_cache_warm(void **state) {
   assert_non_null(c);
   fg_test_path_join(c->dir, work_dir, "cache");
   c->spec = fg_test_spec(2, 4, 1, 90);
-  /* A hit: generation, the key and a read.  Warm only reads the entry, so
-   * it need not be a real cubin (no compile here). */
-  flowgen_kernel *k = NULL;
-  assert_int_equal(flowgen_generate(&c->spec, NULL, &k, NULL), FLOWGEN_OK);
-  char *key = fg_module_key(flowgen_kernel_source(k), flowgen_kernel_source_size(k), 90,
-                            FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
-  flowgen_kernel_free(k);
-  assert_non_null(key);
-  assert_int_equal(fg_cache_put(c->dir, key, "not a cubin", 11, NULL), FLOWGEN_OK);
-  free(key);
+  /* A hit: the plan, each part's key and a read.  Warm only reads the
+   * entries, so they need not be real cubins (no compile here). */
+  flowgen_spec resolved = c->spec;
+  resolved.arch_specific = fg_arch_specific(resolved.arch);  /* as warm resolves it */
+  flowgen_options opts = {.part = FLOWGEN_PART_PLAN};
+  flowgen_kernel *plan = NULL;
+  assert_int_equal(flowgen_generate(&resolved, &opts, &plan, NULL), FLOWGEN_OK);
+  for (int i = -1; i < flowgen_kernel_variant_count(plan); ++i) {
+    opts = i < 0 ? (flowgen_options){.part = FLOWGEN_PART_PACK}
+                 : (flowgen_options){.part = FLOWGEN_PART_VARIANT, .variant = i};
+    char name[FG_PART_NAME_MAX], *key = NULL;
+    fg_part_name(&resolved, i < 0 ? NULL : flowgen_kernel_variant(plan, i)->strategy, name,
+                 sizeof name);
+    assert_int_equal(fg_part_cache_key(&resolved, &opts, name, 90, FLOWRT_TARGET_CUBIN,
+                                       flowrt_nvrtc_version(), &key, NULL),
+                     FLOWGEN_OK);
+    assert_int_equal(fg_cache_put(c->dir, key, "not a cubin", 11, NULL), FLOWGEN_OK);
+    free(key);
+  }
+  flowgen_kernel_free(plan);
+  bool was_cached = false;
+  assert_int_equal(flowrt_cache_warm(c->dir, &c->spec, NULL, &was_cached, NULL), FLOWGEN_OK);
+  assert_true(was_cached);  /* what the sweep below runs is the hit */
   af_sweep(&(af_sweep_spec){.what = "flowrt_cache_warm (cached)",
                             .call = cache_warm_call,
                             .check_failed = cache_check,

@@ -1317,8 +1317,8 @@ static void test_runtime_warns_and_goes_on(void **state) {
                                     NULL),
                    FLOWGEN_OK);
   free(probe.data);
-  char *key = fg_module_key(tiny_source, sizeof tiny_source - 1, 90, FLOWRT_TARGET_CUBIN,
-                            flowrt_nvrtc_version());
+  char *key = fg_module_key(tiny_source, sizeof tiny_source - 1, "tiny.cu", 90,
+                            FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
   char path[PATH_SIZE];
   entry_file(path, dir, key);
   free(key);
@@ -1421,7 +1421,7 @@ static void test_planted_entry_in_untrusted_folder_is_not_loaded(void **state) {
   if (flowrt_nvrtc_version() == 0 || fg_test_under_valgrind()) skip();
   char cache[PATH_SIZE], buf[PATH_SIZE];
   fg_test_path_join(cache, *state, "cache");
-  char *module_key = fg_module_key(tiny_source, sizeof tiny_source - 1, 90,
+  char *module_key = fg_module_key(tiny_source, sizeof tiny_source - 1, "tiny.cu", 90,
                                    FLOWRT_TARGET_CUBIN, flowrt_nvrtc_version());
   flowgen_spec spec = fg_test_spec(2, 4, 1, 90);
   int parts = 0;

@@ -1085,6 +1085,7 @@ static void test_cache_warm_list_clear(void **state) {
   assert_non_null(strstr(out, ".fgc"));
   assert_non_null(strstr(out, "sm_90"));
   assert_non_null(strstr(out, "valid"));
+  assert_non_null(strstr(out, " flow_d4_h16_s2_fp32_pack\n")); /* each entry's kernel */
   assert_null(strstr(out, "INVALID"));
   assert_string_equal(err, "");
   free(out);
@@ -1125,6 +1126,21 @@ static void test_cache_warm_list_clear(void **state) {
 
   assert_int_equal(flowgen(&out, &err, "cache clear"), 0);
   assert_non_null(strstr(out, "removed 3 files"));
+  free(out);
+  free(err);
+  /* A template folder's parts are keyed by their source, and named too. */
+  assert_int_equal(flowgen(&out, &err, "%s --template-dir '%s/templates'", WARM,
+                           fg_test_source_dir()),
+                   0);
+  free(out);
+  free(err);
+  assert_int_equal(flowgen(&out, &err, "cache list"), 0);
+  assert_int_equal(count_lines(out), 1 + WARM_PARTS);
+  assert_non_null(strstr(out, " flow_d4_h16_s2_fp32_pack\n"));
+  assert_null(strstr(out, "source:"));
+  free(out);
+  free(err);
+  assert_int_equal(flowgen(&out, &err, "cache clear"), 0);
   free(out);
   free(err);
   assert_int_equal(flowgen(&out, &err, "cache list"), 0);
