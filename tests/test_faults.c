@@ -2602,6 +2602,15 @@ static void test_unusable_cache_folder_warns_once(void **state) {
 
 /* ---- variants loaded on first use ------------------------------------------ */
 
+/* The default weights' sampler on the fake NVRTC (its images hold the
+ * kernels' names), with no disk cache: every part compiles, counted. */
+static void start_in_memory(scenario *sc, flowgen_error *err) {
+  nv.stand_in = true;
+  scenario_init(sc, weights);
+  sc->opts.disk_cache = 0;
+  if (open_and_create(sc, err)) fail_msg("flowrt_sampler_create: %s", err->message);
+}
+
 static int compiles(void) { return nv.calls[NV_nvrtcCompileProgram]; }
 
 static int variant_index(const flowrt_sampler *s, int64_t batch) {
@@ -2609,20 +2618,14 @@ static int variant_index(const flowrt_sampler *s, int64_t batch) {
   return (int)(flowgen_kernel_pick(k, batch) - flowgen_kernel_variant(k, 0));
 }
 
-/* Creating a sampler compiles the pack part alone; each variant compiles
- * with the first launch it serves, once for the runtime (a second sampler
- * of the spec too); prepare(-1) loads the rest. */
 /* compile_ahead: every variant compiled once, in background threads,
  * whatever their number; a launch waits only for its own; a sampler and
  * its runtime closed while the threads still compile wait for them. */
 static void test_compile_ahead(void **state) {
   (void)state;
-  nv.stand_in = true;
   scenario sc;
-  scenario_init(&sc, weights);
-  sc.opts.disk_cache = 0;
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  start_in_memory(&sc, &err);
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   int n = flowgen_kernel_variant_count(k);
   assert_int_equal(compiles(), 1);
@@ -2656,14 +2659,14 @@ static void test_compile_ahead(void **state) {
   expect_no_problems();
 }
 
+/* Creating a sampler compiles the pack part alone; each variant compiles
+ * with the first launch it serves, once for the runtime (a second sampler
+ * of the spec too); prepare(-1) loads the rest. */
 static void test_each_variant_compiles_once(void **state) {
   (void)state;
-  nv.stand_in = true; /* the fake NVRTC, its images holding the kernels' names */
   scenario sc;
-  scenario_init(&sc, weights);
-  sc.opts.disk_cache = 0;
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  start_in_memory(&sc, &err);
   const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
   int n = flowgen_kernel_variant_count(k);
   int small = variant_index(sc.s, HOST_BATCH), large = variant_index(sc.s, SAMPLE_BATCH);
@@ -2732,12 +2735,9 @@ static void *prepare_thread(void *arg) {
  * that they overlap). */
 static void test_concurrent_first_use_compiles_once(void **state) {
   (void)state;
-  nv.stand_in = true;
   scenario sc;
-  scenario_init(&sc, weights);
-  sc.opts.disk_cache = 0;
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  start_in_memory(&sc, &err);
   nv.compile_delay_ms = 300;
   prepare_call calls[2] = {{sc.s, HOST_BATCH, FLOWGEN_INTERNAL},
                            {sc.s, HOST_BATCH, FLOWGEN_INTERNAL}};
@@ -2760,12 +2760,9 @@ static void test_concurrent_first_use_compiles_once(void **state) {
  * the ways out; the batch hint and prepare load it before. */
 static void test_capture_needs_the_variant_loaded(void **state) {
   (void)state;
-  nv.stand_in = true;
   scenario sc;
-  scenario_init(&sc, weights);
-  sc.opts.disk_cache = 0;
   flowgen_error err = {0};
-  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  start_in_memory(&sc, &err);
   CUstream stream = (CUstream)(uintptr_t)0x5000;
   int launches = g.nlaunches;
   g.capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
