@@ -56,23 +56,16 @@ void fg_part_name(const flowgen_spec *spec, const char *strategy, char *name, si
   snprintf(name, size, "%s_%s.cu", symbol, strategy ? strategy : "pack");
 }
 
-char *fg_part_key(const char *source_key, const char *name, int arch, flowrt_target target,
-                  int nvrtc_version) {
-  char head[512];
-  int n = key_head(head, sizeof head, arch, target, nvrtc_version);
-  size_t size = (size_t)n + strlen(name) + strlen(source_key) + 16;
-  char *key = malloc(size);
-  if (key) snprintf(key, size, "%spart=%s\n%s", head, name, source_key);
-  return key;
-}
-
 flowgen_status fg_part_cache_key(const flowgen_spec *spec, const flowgen_options *opts,
                                  const char *name, int arch, flowrt_target target,
                                  int nvrtc_version, char **out, flowgen_error *err) {
   char *source_key = NULL;
   flowgen_status st = flowgen_source_key(spec, opts, &source_key, err);
   if (st) return st;
-  *out = fg_part_key(source_key, name, arch, target, nvrtc_version);
+  char head[512];
+  int n = key_head(head, sizeof head, arch, target, nvrtc_version);
+  size_t size = (size_t)n + strlen(name) + strlen(source_key) + 16;
+  if ((*out = malloc(size))) snprintf(*out, size, "%spart=%s\n%s", head, name, source_key);
   free(source_key);
   return *out ? FLOWGEN_OK : fg_fail(err, FLOWGEN_NOMEM, "out of memory");
 }

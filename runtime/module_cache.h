@@ -13,13 +13,10 @@
 FG_HIDDEN char *fg_module_key(const char *source, size_t size, const char *name, int arch,
                               flowrt_target target, int nvrtc_version);
 
-/* The full cache key of a part known by its source key (flowgen_source_key)
- * and file name (fg_part_name): no source needed.  malloc()ed. */
-FG_HIDDEN char *fg_part_key(const char *source_key, const char *name, int arch,
-                            flowrt_target target, int nvrtc_version);
-
-/* fg_part_key of one part of spec's kernels (opts: built-in templates, part
- * PACK or VARIANT; name: fg_part_name's), as fg_part_obtain looks it up. */
+/* The full cache key of one part of spec's kernels (opts: built-in
+ * templates, part PACK or VARIANT; name: fg_part_name's) made from its
+ * source key (flowgen_source_key), as fg_part_obtain looks it up: no
+ * source needed.  *out malloc()ed. */
 FG_HIDDEN flowgen_status fg_part_cache_key(const flowgen_spec *spec,
                                            const flowgen_options *opts, const char *name,
                                            int arch, flowrt_target target, int nvrtc_version,
