@@ -1,5 +1,7 @@
--- gemm.lua: the gemm strategy (grid.cut with v.gemm), large batches of
--- fp32 shapes with large weights on the matrix units (tf32x3).  The grid
+-- gemm.lua: the gemm strategy (grid.cut with v.gemm), large batches on
+-- the matrix units (the precision's kind: tf32x3 for fp32, tf32, bf16,
+-- fp16) where the weights are large (fp32) or where the mma kernel's
+-- activations do not fit its shared memory (the other precisions).  The grid
 -- strategy's persistent grid takes each layer in turn as a matrix product
 -- over a chunk of up to scratch_rows samples (state and activations in the
 -- scratch area, about 32 MB of them, so they stay in L2), in output tiles
@@ -30,16 +32,23 @@ function M.rows(spec)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
 end
 
--- The variant reading the weights `weights` (segments), else nil (before
--- sm_80, or where its stages do not fit shared memory).
-function M.variant(ctx, weights)
+-- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
+-- `weights` (segments), else nil (before sm_80, or where its stages do not
+-- fit shared memory).
+function M.variant(ctx, kind, weights)
   local spec = ctx.spec
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
   local rows = M.rows(spec)
   local blocks = ctx.tune:dial(M.name, "per_sm", 1)
   local limit = (ctx.device.shared_per_block + 1024) // blocks - 1024
-  local function stage_floats(mt, bk) return 32 * mt * (bk + 4) + bk * (BN + 8) end
+  -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
+  -- loads, else 4) and weights (16-bit or fp32)
+  local half = kind == "bf16" or kind == "fp16"
+  local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
+  local function a_floats_of(mt, bk) return 32 * mt * (bk + a_pad) end
+  local function b_floats_of(bk) return bk * (BN + 8) * w_bytes // 4 end
+  local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
   local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, 32) <= limit
@@ -75,7 +84,7 @@ function M.variant(ctx, weights)
   -- and the kernel spills around its calls).
   local bk = ctx.tune:dial(M.name, "chunk",
                            (tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
-  local a_floats, b_floats = 32 * tallest * (bk + 4), bk * (BN + 8)
+  local a_floats, b_floats = a_floats_of(tallest, bk), b_floats_of(bk)
   -- as many stages as fit, up to 4 (3 with two blocks a SM)
   local stages = blocks == 1 and STAGES or 3
   while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
@@ -84,6 +93,7 @@ function M.variant(ctx, weights)
   return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
     gemm = true,
+    gemm_kind = kind,
     scratch_rows = rows,
     scratch_data = grid.SCRATCH_DATA,
     layers = layers,

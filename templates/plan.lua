@@ -18,7 +18,8 @@
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
 -- weights take 128 KB or more; the tiled kernels where a precision's
--- matrix-unit kernel does not fit.  The batch ranges are each strategy's
+-- matrix-unit kernel does not fit (or under only=tiled:gemm, gemm on the
+-- precision's operands after them).  The batch ranges are each strategy's
 -- (its `last`): where it was measured faster than what follows on an H200.
 
 local lib = import("lib")
@@ -79,9 +80,16 @@ local function choose(ctx)
   -- has outputs for every warp.
   c.kind = S.mma.kinds[spec.precision]
   if c.kind == "tf32x3" and spec.hidden < 64 and not t:forces("mma", "mma") then c.kind = nil end
-  c.gemm = c.kind == "tf32x3" and may("gemm", "gemm") and (ctx.weights >= LARGE_WEIGHTS or t:forces("gemm", "gemm"))
-      and S.gemm.variant(ctx, {}) ~= nil
-  if c.kind and not c.gemm and not S.mma.variant(ctx, c.kind, 64, "") then c.kind = nil end
+  -- whether the precision's mma kernel fits (its activations in shared
+  -- memory: up to H of about 2048)
+  c.fits = c.kind and S.mma.variant(ctx, c.kind, 64, "") ~= nil
+  -- the gemm variant on the precision's operands: fp32's with large
+  -- weights; the other precisions' only where a tune names it (in place of
+  -- the tiled kernels' fp32 FMA where their mma kernel does not fit, its
+  -- GPU tests and timing are still to be run)
+  local wide = t:forces("gemm", "gemm") or (c.kind == "tf32x3" and ctx.weights >= LARGE_WEIGHTS)
+  c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
+  if c.kind and not c.gemm and not c.fits then c.kind = nil end
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
@@ -166,7 +174,7 @@ local function fp32_batches(ctx, chain, c)
   local few, many = S.tiled.few(ctx), S.tiled.many(ctx)
   local x3 = c.ws and c.ws.split and S.wgstream.variant(ctx, c.ws)
       or c.kind and t:allows("mma", "mma") and S.mma.variant(ctx, c.kind, 64, "") or nil
-  local wide = c.gemm and S.gemm.variant(ctx, S.mma.weights(c.kind, spec))
+  local wide = c.gemm and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
   -- the grid cannot be resident)
   local stop = wide and math.max(chain.plain and chain.next or chain.next + 1, 8 * sms + 1)
@@ -218,9 +226,10 @@ return function(spec)
   local chain = new_chain()
   small_batches(ctx, chain, c)
   local t = ctx.tune
-  if c.kind and spec.precision ~= "fp32"
+  if c.kind and spec.precision ~= "fp32" and c.fits
       and (c.ws or c.wgmma or t:allows("mma", "mma16") or t:allows("mma", "mma")) then
     matrix_batches(ctx, chain, c)
+    c.gemm = false  -- (forced, it has no place here: its place is fp32_batches')
   else
     fp32_batches(ctx, chain, c)
   end

@@ -691,6 +691,42 @@ static void test_gemm_forms(void **state) {
   }
 }
 
+/* gemm on each precision's own operands and copies (only=tiled:gemm): tf32
+ * one m16n8k8 a product, the operands rounded (no tf32x3 split); bf16 and
+ * fp16 m16n8k16 from 16-bit weight tiles (ldmatrix); after the tiled
+ * kernels, where the mma kernel does not fit (H=2048) as where it does. */
+static void test_gemm_each_precision(void **state) {
+  (void)state;
+  static const struct {
+    flowgen_precision precision;
+    const char *mma, *weights;
+  } cases[] = {{FLOWGEN_PRECISION_TF32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "float"},
+               {FLOWGEN_PRECISION_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "unsigned short"},
+               {FLOWGEN_PRECISION_FP16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "unsigned short"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    for (int hidden = 256; hidden <= 2048; hidden *= 8) {
+      flowgen_spec spec = fg_test_spec(64, hidden, 4, 90);
+      spec.precision = cases[i].precision;
+      flowgen_options o = {.tune = "only=tiled:gemm"};
+      flowgen_kernel *k = generate(&spec, &o);
+      const flowgen_variant *v = find_strategy(k, "gemm");
+      assert_non_null(v);
+      assert_int_equal(v->min_batch, 1057);
+      assert_int_equal(v->max_batch, -1);
+      char *gemm = between(flowgen_kernel_source(k), "strategy \"gemm\"", "extern \"C\"");
+      assert_contains(gemm, cases[i].mma);
+      char line[64];
+      snprintf(line, sizeof line, "using WeightT = %s;", cases[i].weights);
+      assert_contains(gemm, line);
+      assert_lacks(gemm, "split(ar[0]"); /* no tf32x3 */
+      if (cases[i].precision != FLOWGEN_PRECISION_TF32)
+        assert_contains(gemm, "ldmatrix.sync.aligned.m8n8.x2.trans");
+      free(gemm);
+      flowgen_kernel_free(k);
+    }
+  }
+}
+
 /* The matrix-unit kernel: bf16 on m16n8k16; tf32 with h1 and h2 stored
  * rounded (as_input), so that layers 2 and 3 take their fragments as they
  * are, and layer 1's input, the state, rounded at load. */
@@ -1808,6 +1844,7 @@ int main(void) {
       cmocka_unit_test(test_cluster_barriers_split),
       cmocka_unit_test(test_own_partial),
       cmocka_unit_test(test_gemm_forms),
+      cmocka_unit_test(test_gemm_each_precision),
       cmocka_unit_test(test_mma_forms),
       cmocka_unit_test(test_wgmma_forms),
       cmocka_unit_test(test_wgstream_forms),

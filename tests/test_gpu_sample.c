@@ -625,6 +625,32 @@ static void check_variant(const char *tune, const char *strategy, const variant_
   check_variant_within(tune, strategy, shapes, n_shapes, 1e-2);
 }
 
+/* The gemm strategy on each precision's own operands (only=tiled:gemm):
+ * tf32 m16n8k8, bf16 and fp16 m16n8k16 (ldmatrix B fragments from the
+ * 16-bit copies), from batch 1057, at the precision's tolerance: where the
+ * mma kernel does not fit (H=2048, H=4095 with rows of no multiple of 8)
+ * and small shapes; every solver; a chunk's tiles of every height, 64
+ * inputs a stage (gemm.chunk=64 under 32-row tiles), two blocks a SM. */
+static void test_gemm_each_precision(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const char *const gemm[] = {"gemm"};
+  static const variant_shape tf32[] = {{256, 2048, 4, FLOWGEN_PRECISION_TF32},
+                                       {33, 4095, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN},
+                                       {64, 256, 4, FLOWGEN_PRECISION_TF32},
+                                       {3, 100, 5, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_MIDPOINT}};
+  static const variant_shape half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16},
+                                       {33, 4095, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4},
+                                       {64, 2048, 2, FLOWGEN_PRECISION_FP16},
+                                       {17, 200, 3, FLOWGEN_PRECISION_FP16},
+                                       {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
+  const size_t n_tf32 = sizeof tf32 / sizeof *tf32, n_half = sizeof half / sizeof *half;
+  check_variants_within("only=tiled:gemm", gemm, 1, tf32, n_tf32, 2e-4);
+  check_variants_within("only=tiled:gemm", gemm, 1, half, n_half, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.rows=32,gemm.chunk=64", gemm, 1, half + 3, 2, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
+}
+
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
  * for sm_90a) against the reference at its tolerance: its first batch, a last
  * block with one warpgroup idle (first + 64), a warpgroup with one sample
@@ -1078,6 +1104,7 @@ int main(void) {
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_gemm_strategy),
+      cmocka_unit_test(test_gemm_each_precision),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_wgstream_strategy),

@@ -350,8 +350,10 @@ static void test_tiled_compiles(void **state) {
  * RK4's stage tables; sm_80; the whole plan of an odd H, 4095) and the gemm
  * variant (128-row tiles on sm_90 in that plan, 64 on sm_80; 64-row tiles
  * of 32 inputs a stage, where 64 spilled: D=2, H=704; 64 inputs a stage
- * under 32-row tiles: D=2, H=640; two blocks a SM).  RK4 at the largest
- * shape: test_largest_compile_time. */
+ * under 32-row tiles: D=2, H=640; two blocks a SM); gemm on tf32, bf16
+ * and fp16 operands (where their mma kernel does not fit: H=2048; forced
+ * at D=17, H=200 on sm_80).  RK4 at the largest shape:
+ * test_largest_compile_time. */
 static void test_grid_and_gemm_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -363,6 +365,9 @@ static void test_grid_and_gemm_compiles(void **state) {
       {2, 704, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm"},
       {2, 640, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm"},
       {512, 512, 2, HEUN, FP32, 90, false, "only=tiled8:gemm,gemm.per_sm=2,gemm.rows=32", "gemm"},
+      {33, 2048, 2, EULER, TF32, 90, false, "only=tiled:gemm", "gemm"},
+      {64, 2048, 2, EULER, BF16, 90, false, "only=tiled:gemm,gemm.per_sm=2", "gemm"},
+      {17, 200, 3, EULER, FP16, 80, false, "only=tiled:gemm,gemm.rows=32,gemm.chunk=64", "gemm"},
   };
   COMPILE(cases);
 }
