@@ -347,7 +347,8 @@ static void test_tiled_compiles(void **state) {
 }
 
 /* The persistent grids: the grid variants (one sample, 8, 64; Euler and
- * RK4's stage tables; sm_80; the whole plan of an odd H, 4095) and the gemm
+ * RK4's stage tables; sm_80; the whole plan of an odd H, 4095; layer 1 of
+ * D=1 in one pass, where its unrolled copies spilled) and the gemm
  * variant (128-row tiles on sm_90 in that plan, 64 on sm_80; 64-row tiles
  * of 32 inputs a stage, where 64 spilled: D=2, H=704; 64 inputs a stage
  * under 32-row tiles: D=2, H=640; two blocks a SM); gemm on tf32, bf16
@@ -361,6 +362,7 @@ static void test_grid_and_gemm_compiles(void **state) {
       {17, 4095, 3, EULER, FP32, 90, false, NULL,
        "grid_b1,grid_b8,grid_b64,tiled8c8,tiled,gemm"},
       {64, 4096, 2, RK4, FP32, 80, false, "only=grid_b64:tiled", "grid_b64"},
+      {1, 479, 13, EULER, FP32, 90, false, "only=grid_b64:tiled", "grid_b64"},
       {128, 512, 4, EULER, FP32, 80, false, "only=tiled8:gemm", "gemm"},
       {2, 704, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm"},
       {2, 640, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm"},
