@@ -442,7 +442,8 @@ static void test_wgstream_compiles(void **state) {
  * fp32, the cluster kernel's fold, the seed layout of W1 they pack from);
  * the cluster kernel (folded or not) and wgstream3 with a conditioning;
  * the cluster kernel with guidance (folded or not, layer 2 by warp or by
- * lanes). */
+ * lanes); the conditioning kernel at C = 40 and 77 (guided), where it
+ * spilled. */
 static void test_family_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -452,13 +453,13 @@ static void test_family_compiles(void **state) {
        "cond=4;guidance=1;layers=2;act=gelu_tanh"},
       {33, 130, 2, HEUN, FP32, 90, false, "only=tiled8:tiled,tiled.stages=3", "tiled8,tiled", "layers=5;act=relu"},
       {64, 256, 2, EULER, BF16, 90, false, "only=mma16:mma", "mma16,mma", "cond=16;guidance=1;act=gelu"},
-      {17, 40, 2, RK4, FP32, 90, false, "only=mma", "mma", "cond=3;layers=2;time=sin:8"},
+      {17, 40, 2, RK4, FP32, 90, false, "only=mma", "mma", "cond=40;layers=2;time=sin:8"},
       {64, 256, 2, EULER, TF32, 80, false, "only=mma16:mma", "mma16,mma", "layers=6;act=tanh;input=t,x,c"},
       {128, 512, 2, EULER, FP32, 90, false, "only=grid:tiled8", "grid_b1,grid_b8,grid_b64",
        "cond=16;guidance=1;layers=4;time=sin:32"},
       {128, 512, 2, RK4, FP32, 80, false, "only=grid_b64:tiled8:gemm", "grid_b64,gemm",
        "cond=16;guidance=1;layers=2"},
-      {17, 512, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm", "cond=8;guidance=1"},
+      {17, 512, 2, EULER, FP32, 90, false, "only=tiled8:gemm", "gemm", "cond=77;guidance=1"},
       {64, 256, 2, EULER, FP32, 90, true, "only=cluster:rmma3", "cluster4_r1,rmma3_r16", "act=gelu;input=t,x,c"},
       {32, 128, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1", "act=relu;input=c,t,x;cond=8"},
       {64, 256, 2, EULER, FP32, 90, false, "only=cluster", "cluster4_r1,cluster4_r8", "cond=8"},
