@@ -27,6 +27,11 @@
 #   startup    `flowgen sample -v` cold (empty cache) and warm at B = 8,
 #              1000 and 65536, by $BEFORE_FLOWGEN (another build's flowgen,
 #              if given) and build/flowgen, then `cache list`
+#   gemm       gemm on tf32, bf16 and fp16 operands (planned only under
+#              only=tiled:gemm until this part has run): compute-sanitizer
+#              over its build/sanitize cases, then the tiled kernel (today's
+#              plan where the mma kernel does not fit) against it, the same
+#              points interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
@@ -146,6 +151,31 @@ for part in "$@"; do
       done
     done > "$out/startup.txt" 2>&1 || status=1
     cat "$out/startup.txt" ;;
+  gemm)
+    for shape in 33,2048 64,2048; do
+      for tool in memcheck racecheck synccheck; do
+        if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize \
+             --tune only=tiled:gemm --only gemm --shape $shape > "$out/gemm-$tool-$shape.log" 2>&1; then
+          note "gemm $shape: $tool clean ($(grep -c ' relerr ' "$out/gemm-$tool-$shape.log") launches)"
+        else
+          note "gemm $shape: $tool FAILED (gemm-$tool-$shape.log)"; status=1
+          tail -n 20 "$out/gemm-$tool-$shape.log"
+        fi
+      done
+    done
+    shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
+    batches=${GEMM_BATCHES:-1057,4096,65536}
+    for round in 1 2; do
+      for who in tiled gemm; do
+        t=only=tiled
+        [ $who = gemm ] && t=only=tiled:gemm
+        build/bench --quick --no-startup --no-baseline --tune $t --precisions tf32,bf16,fp16 \
+          --shapes "$shapes" --batches "$batches" --json "$out/gemm-$who-$round.json" \
+          > "$out/gemm-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/gemm-$who-$round.txt"; }
+      done
+    done
+    python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
+      | tee "$out/gemm.txt" | tail -n 40 ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
