@@ -154,7 +154,10 @@ for part in "$@"; do
   gemm)
     for shape in 33,2048 64,2048; do
       for tool in memcheck racecheck synccheck; do
-        if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize \
+        light=--light
+        [ $tool = memcheck ] && light=
+        # shellcheck disable=SC2086 # $light: empty or one option
+        if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
              --tune only=tiled:gemm --only gemm --shape $shape > "$out/gemm-$tool-$shape.log" 2>&1; then
           note "gemm $shape: $tool clean ($(grep -c ' relerr ' "$out/gemm-$tool-$shape.log") launches)"
         else
