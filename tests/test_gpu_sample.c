@@ -980,6 +980,51 @@ static void test_family_matches_reference(void **state) {
     }
 }
 
+/* gemm on each precision's own operands (only=tiled:gemm) for members of
+ * the family where the mma kernel does not fit: a guided conditional
+ * member of 4 layers with GELU (bf16) and one with sin time (tf32), at its
+ * first batch and a later one, guided at w = 3 with a null conditioning
+ * the second time. */
+static void test_gemm_family(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const struct {
+    flowgen_precision precision;
+    double tolerance;
+    const char *fields[4][2];
+  } members[] = {
+      {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}}},
+      {FLOWGEN_PRECISION_TF32, 2e-4, {{"cond", "10"}, {"time", "sin:16"}}},
+  };
+  flowrt_runtime *rt = NULL;
+  flowgen_error err;
+  flowrt_options opts = {.disk_cache = 0, .tune = "only=tiled:gemm"};
+  if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
+  uint64_t seed = fg_test_seed();
+  for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {
+    flowgen_spec spec = make_spec(64, 2048, 3);
+    spec.precision = members[m].precision;
+    for (int k = 0; k < 4 && members[m].fields[k][0]; ++k)
+      assert_int_equal(flowgen_spec_set(&spec, members[m].fields[k][0], members[m].fields[k][1], NULL),
+                       FLOWGEN_OK);
+    flowrt_weights *w = fg_test_random_model(&spec, seed + 41 * m, 1.0f);
+    flowrt_sampler *s = NULL;
+    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    const int64_t batches[] = {1057, 2100};
+    for (int b = 0; b < 2; ++b) {
+      assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, "gemm");
+      const float g = spec.guidance ? 3.0f : 1.0f;
+      double e = check_family(s, &spec, w, batches[b], 32, g, spec.guidance && b, seed + b);
+      printf("# gemm family %s B=%lld relerr=%.3e\n", flowgen_precision_name(spec.precision),
+             (long long)batches[b], e);
+      assert_true(e <= members[m].tolerance);
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+  }
+  flowrt_close(rt);
+}
+
 /* A conditional sampler in a CUDA graph: the workspace reserved first,
  * then captured (cond kernel and sampler) and replayed, the same bytes as
  * a direct launch; without the reserve, the capture is refused naming it
@@ -1118,6 +1163,7 @@ int main(void) {
       cmocka_unit_test(test_two_samplers_and_cache),
       cmocka_unit_test(test_family_matches_reference),
       cmocka_unit_test(test_family_graph_capture),
+      cmocka_unit_test(test_gemm_family),
   };
   return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);
 }
