@@ -1,7 +1,7 @@
 -- gemm.lua: the gemm strategy (grid.cut with v.gemm), large batches on
--- the matrix units (the precision's kind: tf32x3 for fp32, tf32, bf16,
--- fp16) where the weights are large (fp32) or where the mma kernel's
--- activations do not fit its shared memory (the other precisions).  The grid
+-- the matrix units in the precision's kind (mma.lua's: tf32x3 for fp32,
+-- tf32, bf16, fp16): fp32's where the weights are large; the other
+-- precisions' only where a tune names it (plan.lua).  The grid
 -- strategy's persistent grid takes each layer in turn as a matrix product
 -- over a chunk of up to scratch_rows samples (state and activations in the
 -- scratch area, about 32 MB of them, so they stay in L2), in output tiles

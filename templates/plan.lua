@@ -229,7 +229,7 @@ return function(spec)
   if c.kind and spec.precision ~= "fp32" and c.fits
       and (c.ws or c.wgmma or t:allows("mma", "mma16") or t:allows("mma", "mma")) then
     matrix_batches(ctx, chain, c)
-    c.gemm = false  -- (forced, it has no place here: its place is fp32_batches')
+    c.gemm = false  -- a named gemm has no place in this chain: no scratch area for it
   else
     fp32_batches(ctx, chain, c)
   end
