@@ -34,6 +34,13 @@
 #              points interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
+#   python     the package from this tree (python/ on the path, build/'s
+#              libflowgen.so and flowgen): pytest python/tests (the torch and
+#              GPU tests, torchrun with two ranks on one GPU included), then
+#              bench/python_call.py with torch.compile (PYTHON_BATCHES; the
+#              max-autotune column at PYTHON_MAX_BATCHES).  Where Lua 5.4,
+#              jansson or pytest are missing, build/pylib carries them (its
+#              .so files and a site/ of unpacked wheels).
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
 set -u
 out=${OUT:-device-out}
@@ -179,6 +186,18 @@ for part in "$@"; do
     done
     python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
       | tee "$out/gemm.txt" | tail -n 40 ;;
+  python)
+    export PYTHONPATH="$PWD/python:$PWD/build/pylib/site" FLOWGEN_LIBRARY="$PWD/build/libflowgen.so" \
+      FLOWGEN_BIN="$PWD/build/flowgen" LD_LIBRARY_PATH="$PWD/build/pylib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1 || status=1
+    note "pytest: $(tail -n 1 "$out/pytest.log")"
+    grep -E 'FAILED|ERROR' "$out/pytest.log" | head -20
+    python3 bench/python_call.py --batches "${PYTHON_BATCHES:-1,8,64,1024,4096,65536}" \
+      --skip compile-max --runs 100 --json "$out/python-call.json" > "$out/python-call.txt" 2>&1 \
+      || status=1
+    python3 bench/python_call.py --batches "${PYTHON_MAX_BATCHES:-8,65536}" --runs 100 \
+      --json "$out/python-call-max.json" > "$out/python-call-max.txt" 2>&1 || status=1
+    tail -n 40 "$out/python-call.txt" "$out/python-call-max.txt" ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
