@@ -25,8 +25,14 @@ M.dials = {
 local GROUPS = 2  -- tf32's consumer warpgroups
 
 -- The model family: the seed's depth, any activation, time and
--- conditioning, no guidance (plan.lua leaves it out for the others).
-function M.serves(ctx) return lib.serves(ctx.spec, {act = true, sin = true, cond = true}) end
+-- conditioning; guidance in fp32 (plan.lua leaves it out for the others).
+-- Guided, a sample's conditional and unconditional rows are rows g and
+-- g + 8 of a warp's 16, held by the same thread: each warpgroup owns 32
+-- samples.  (tf32's conditional form spills at D=64, H=256, guided or
+-- not: guidance stays with the mma kernel there.)
+function M.serves(ctx)
+  return lib.serves(ctx.spec, {act = true, sin = true, cond = true, guidance = ctx.spec.precision == "fp32"})
+end
 
 -- The layout, else nil and why not.
 function M.layout(ctx)
@@ -110,7 +116,7 @@ end
 function M.variant(ctx, l)
   return lib.variant(ctx.spec, {module = M.name, name = l.split and "wgstream3" or "wgstream",
                                 template = M.template, reads = {"wgstream"}},
-                     {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster,
+                     {threads = 128 * (l.groups + 1), rows = 64 * l.groups * l.cluster // (ctx.spec.guidance and 2 or 1),
                       blocks = l.cluster, shared = l.shared}, {
     dim_pad = l.dim_pad, hidden_pad = l.hidden_pad, n_chunk = l.n_chunk, k_chunk = l.k_chunk, w1_k = l.w1_k,
     pieces = l.pieces, stage_bytes = l.stage_bytes, stages = l.stages, split = l.split,

@@ -447,7 +447,7 @@ static void test_wgstream_compiles(void **state) {
  * gemm's stage loops; the specialized strategies with another activation
  * and input order (the fp32 forms, the packed 16-bit and tf32 ones from
  * fp32, the cluster kernel's fold, the seed layout of W1 they pack from);
- * the cluster kernel (folded or not) and wgstream3 with a conditioning;
+ * the cluster kernel (folded or not) and wgstream3 with a conditioning, guided or not;
  * the cluster kernel with guidance (folded or not, layer 2 by warp or by
  * lanes); the conditioning kernel at C = 40 and 77 (guided), where it
  * spilled. */
@@ -474,6 +474,10 @@ static void test_family_compiles(void **state) {
       {64, 256, 2, EULER, FP16, 80, false, "only=rmma", "rmma", "act=tanh"},
       {64, 256, 2, EULER, TF32, 90, true, "only=rmma_c2:wgstream", "rmma_c2,wgstream", "act=gelu;input=x,c,t"},
       {64, 256, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "act=relu;cond=8"},
+      /* guided wgstream3: a sample's two rows in one thread (D, H of no
+       * multiple of 16) */
+      {64, 256, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "cond=8;guidance=1"},
+      {17, 136, 2, EULER, FP32, 90, true, "only=wgstream3", "wgstream3", "cond=77;guidance=1;act=gelu"},
       /* guided: the cluster kernel's most rows (4 samples, 8 rows), layer 2
        * by warp; folded (H=128); layer 2 by lanes, four stages */
       {64, 256, 2, EULER, FP32, 90, false, "only=cluster4_r4", "cluster4_r4", "cond=8;guidance=1"},

@@ -538,7 +538,8 @@ static void expect_every_batch(const flowgen_kernel *k, const char *what) {
 /* The specialized strategies (cluster, rmma, rmma3, wgmma, wgstream) serve
  * the seed's depth, at any activation, time and input order: such a
  * member's plan is the seed's where the time is raw.  The cluster kernel
- * and wgstream serve conditioning too, the cluster kernel guidance too;
+ * and wgstream serve conditioning too, the cluster kernel and (fp32)
+ * wgstream3 guidance too;
  * another depth leaves them all out, and the generic strategies (tiled,
  * mma, grid, gemm) serve every batch. */
 static void test_family_chains(void **state) {
@@ -559,7 +560,7 @@ static void test_family_chains(void **state) {
   };
   /* the specialized strategies that may serve each of generic[] */
   static const char *const may[][4] = {
-      {"cluster", "wgstream"}, {0}, {0}, {"cluster", "rmma", "wgmma", "wgstream"}, {"cluster"}, {0},
+      {"cluster", "wgstream"}, {0}, {0}, {"cluster", "rmma", "wgmma", "wgstream"}, {"cluster", "wgstream3"}, {0},
   };
   /* the shapes of every kind of chain: small weights, the cluster split's, large */
   static const int shapes3[][2] = {{17, 200}, {64, 256}, {128, 512}};
