@@ -17,9 +17,9 @@
 --
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
--- weights take 128 KB or more; the tiled kernels where a precision's
--- matrix-unit kernel does not fit (or under only=tiled:gemm, gemm on the
--- precision's operands after them).  The batch ranges are each strategy's
+-- weights take 128 KB or more; where a precision's matrix-unit kernel does
+-- not fit, the tiled kernels, then gemm on the precision's operands.  The
+-- batch ranges are each strategy's
 -- (its `last`): where it was measured faster than what follows on an H200.
 
 local lib = import("lib")
@@ -84,10 +84,11 @@ local function choose(ctx)
   -- memory: up to H of about 2048)
   c.fits = c.kind and S.mma.variant(ctx, c.kind, 64, "") ~= nil
   -- the gemm variant on the precision's operands: fp32's with large
-  -- weights; the other precisions' only where a tune names it (in place of
-  -- the tiled kernels' fp32 FMA where their mma kernel does not fit, its
-  -- GPU tests and timing are still to be run)
+  -- weights; the other precisions' where their mma kernel does not fit, in
+  -- place of the tiled kernels' fp32 FMA (4.0x to 6.9x faster on an H200
+  -- at D=256, H=2048, B >= 1057: docs/performance.md)
   local wide = t:forces("gemm", "gemm") or (c.kind == "tf32x3" and ctx.weights >= LARGE_WEIGHTS)
+      or (c.kind and c.kind ~= "tf32x3" and not c.fits)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
