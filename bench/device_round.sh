@@ -1,7 +1,10 @@
 #!/bin/sh
 # A round on a GPU machine from a build made elsewhere and carried in build/
 # (`make all tests`, then `make -C examples O=$PWD/build/examples
-# FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample).
+# FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
+# carry less, strip the programs but not build/examples' objects, which
+# test_examples links again).  test_gpu_sample alone takes over 5 minutes:
+# a round of `tests` wants a call of its own.
 # Logs and JSON go to $OUT (or ./device-out); the last lines printed are a
 # summary.
 #
@@ -24,14 +27,14 @@
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
-#   startup    `flowgen sample -v` cold (empty cache) and warm at B = 8,
-#              1000 and 65536, by $BEFORE_FLOWGEN (another build's flowgen,
-#              if given) and build/flowgen, then `cache list`
-#   gemm       gemm on tf32, bf16 and fp16 operands (planned only under
-#              only=tiled:gemm until this part has run): compute-sanitizer
-#              over its build/sanitize cases, then the tiled kernel (today's
-#              plan where the mma kernel does not fit) against it, the same
-#              points interleaved (GEMM_SHAPES, GEMM_BATCHES)
+#   startup    `flowgen sample -v` cold (flowgen's cache and the driver's,
+#              which NVRTC reads and fills too, both empty) and warm at B =
+#              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
+#              flowgen, if given) and build/flowgen, then `cache list`
+#   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
+#              mma kernel does not fit): compute-sanitizer over its
+#              build/sanitize cases, then the tiled kernel against it, the
+#              same points interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 #   python     the package from this tree (python/ on the path, build/'s
@@ -148,7 +151,9 @@ for part in "$@"; do
         cache=$(mktemp -d)
         for run in cold warm; do
           start=$(date +%s%N)
-          FLOWGEN_CACHE_DIR=$cache "$prog" sample --device gpu --batch $b --seed 1 \
+          # NVRTC (CUDA 12.9 on) keeps its results in the driver's cache:
+          # a fresh one a batch, or "cold" would read what earlier runs built
+          CUDA_CACHE_PATH=$cache/driver FLOWGEN_CACHE_DIR=$cache "$prog" sample --device gpu --batch $b --seed 1 \
             -o "$out/startup.npy" -v > "$out/startup-run.txt" 2>&1
           echo "== $who B=$b $run: process $((($(date +%s%N) - start) / 1000000)) ms"
           grep -E 'open|part' "$out/startup-run.txt"
@@ -161,15 +166,16 @@ for part in "$@"; do
   gemm)
     for shape in 33,2048 64,2048; do
       for tool in memcheck racecheck synccheck; do
+        log=$out/gemm-$tool-$(echo "$shape" | tr , x).log  # no commas in names (they do not come back)
         light=--light
         [ $tool = memcheck ] && light=
         # shellcheck disable=SC2086 # $light: empty or one option
         if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
-             --tune only=tiled:gemm --only gemm --shape $shape > "$out/gemm-$tool-$shape.log" 2>&1; then
-          note "gemm $shape: $tool clean ($(grep -c ' relerr ' "$out/gemm-$tool-$shape.log") launches)"
+             --only gemm --shape $shape > "$log" 2>&1; then
+          note "gemm $shape: $tool clean ($(grep -c ' relerr ' "$log") launches)"
         else
-          note "gemm $shape: $tool FAILED (gemm-$tool-$shape.log)"; status=1
-          tail -n 20 "$out/gemm-$tool-$shape.log"
+          note "gemm $shape: $tool FAILED ($log)"; status=1
+          tail -n 20 "$log"
         fi
       done
     done
