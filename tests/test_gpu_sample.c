@@ -1140,16 +1140,19 @@ int main(void) {
   /* FLOWGEN_TEST_FILTER=test_grid_* runs only the tests it matches. */
   const char *filter = getenv("FLOWGEN_TEST_FILTER");
   if (filter && *filter) cmocka_set_test_filter(filter);
+  /* the longest first (each a shard's of four: FLOWGEN_TEST_SHARD) */
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gemm_each_precision),
+      cmocka_unit_test(test_family_matches_reference),
+      cmocka_unit_test(test_random_shapes),
+      cmocka_unit_test(test_gemm_family),
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
-      cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_precisions_match_reference),
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_gemm_strategy),
-      cmocka_unit_test(test_gemm_each_precision),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_wgstream_strategy),
@@ -1161,9 +1164,21 @@ int main(void) {
       cmocka_unit_test(test_cluster_layer2),
       cmocka_unit_test(test_cluster_fold),
       cmocka_unit_test(test_two_samplers_and_cache),
-      cmocka_unit_test(test_family_matches_reference),
       cmocka_unit_test(test_family_graph_capture),
-      cmocka_unit_test(test_gemm_family),
   };
-  return cmocka_run_group_tests_name("gpu_sample", tests, setup, teardown);
+  /* FLOWGEN_TEST_SHARD=I/N runs tests I, I + N, I + 2N, ... only: N
+   * processes share the GPU and take the suite's time apart (a device
+   * round runs them side by side). */
+  struct CMUnitTest shard[sizeof tests / sizeof *tests];
+  size_t count = 0;
+  const char *spec = getenv("FLOWGEN_TEST_SHARD");
+  unsigned index = 0, shards = 1;
+  char end;
+  if (spec && *spec && (sscanf(spec, "%u/%u%c", &index, &shards, &end) != 2 || shards == 0 ||
+                        index >= shards)) {
+    fprintf(stderr, "FLOWGEN_TEST_SHARD=%s: expected I/N with I < N\n", spec);
+    return 2;
+  }
+  for (size_t i = index; i < sizeof tests / sizeof *tests; i += shards) shard[count++] = tests[i];
+  return _cmocka_run_group_tests("gpu_sample", shard, count, setup, teardown);
 }
