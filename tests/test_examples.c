@@ -261,7 +261,8 @@ static void test_embed_builds(void **state) {
  * split tiled kernel), the matrix units (bf16, with 16-bit weight copies),
  * several tiles in flight with a multi-stage solver, and the wgmma and
  * streamed warpgroup variants (tf32: wgstream, fp32: wgstream3) of sm_90a
- * files with nvcc -arch=sm_90a. */
+ * files with nvcc -arch=sm_90a, and a guided conditional member's (the
+ * conditioning kernel, wgstream3 holding the bias). */
 static void test_host_launcher_variants_build(void **state) {
   (void)state;
   if (!have_nvcc() || fg_test_under_valgrind()) skip();
@@ -274,6 +275,7 @@ static void test_host_launcher_variants_build(void **state) {
       {"--dim 17 --hidden 200 --steps 2 --precision fp16 --arch sm_90a", "sm_90a"},
       {"--steps 2 --precision tf32 --arch sm_90a", "sm_90a"},
       {"--steps 2 --arch sm_90a", "sm_90a"},
+      {"--steps 2 --cond 8 --guidance --arch sm_90a", "sm_90a"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     char cu[PATH_BYTES], obj[PATH_BYTES], command[COMMAND_BYTES];
