@@ -29,7 +29,8 @@
 #   startup    `flowgen sample -v` cold (flowgen's cache and the driver's,
 #              which NVRTC reads and fills too, both empty) and warm at B =
 #              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
-#              flowgen, if given) and build/flowgen, then `cache list`
+#              flowgen, if given) and build/flowgen, then `cache list`;
+#              then each variant of the default plan compiled alone, cold
 #   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
 #              mma kernel does not fit): compute-sanitizer over its
 #              build/sanitize cases, then the tiled kernel against it, the
@@ -175,6 +176,21 @@ for part in "$@"; do
         rm -rf "$cache"
       done
     done > "$out/startup.txt" 2>&1 || status=1
+    # every variant of the default plan alone, cold: `--batch N --emit
+    # cubin` (the variant and the pack kernel) with a fresh driver cache
+    build/flowgen --describe --arch sm_90a | python3 -c '
+import json, sys
+for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch"], 1))' \
+      > "$out/variants.txt" || status=1
+    while read -r strategy b; do
+      cache=$(mktemp -d)
+      start=$(date +%s%N)
+      CUDA_CACHE_PATH=$cache build/flowgen --arch sm_90a --batch "$b" --emit cubin -o "$cache/k.cubin" \
+        >> "$out/startup.txt" 2>&1 || status=1
+      echo "== variant $strategy (B=$b) alone, cold: $((($(date +%s%N) - start) / 1000000)) ms" \
+        >> "$out/startup.txt"
+      rm -rf "$cache"
+    done < "$out/variants.txt"
     cat "$out/startup.txt" ;;
   gemm)
     for shape in 33,2048 64,2048; do
