@@ -1,7 +1,7 @@
 -- gemm.lua: the gemm strategy (grid.cut with v.gemm), large batches on
 -- the matrix units in the precision's kind (mma.lua's: tf32x3 for fp32,
 -- tf32, bf16, fp16): fp32's where the weights are large; the other
--- precisions' only where a tune names it (plan.lua).  The grid
+-- precisions' where their mma kernel does not fit (plan.lua).  The grid
 -- strategy's persistent grid takes each layer in turn as a matrix product
 -- over a chunk of up to scratch_rows samples (state and activations in the
 -- scratch area, about 32 MB of them, so they stay in L2), in output tiles

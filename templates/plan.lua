@@ -19,8 +19,8 @@
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
 -- weights take 128 KB or more; where a precision's matrix-unit kernel does
 -- not fit, the tiled kernels, then gemm on the precision's operands.  The
--- batch ranges are each strategy's
--- (its `last`): where it was measured faster than what follows on an H200.
+-- batch ranges are each strategy's (its `last`): where it was measured
+-- faster than what follows on an H200.
 
 local lib = import("lib")
 local device = import("device")

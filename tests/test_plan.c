@@ -539,9 +539,8 @@ static void expect_every_batch(const flowgen_kernel *k, const char *what) {
  * the seed's depth, at any activation, time and input order: such a
  * member's plan is the seed's where the time is raw.  The cluster kernel
  * and wgstream serve conditioning too, the cluster kernel and (fp32)
- * wgstream3 guidance too;
- * another depth leaves them all out, and the generic strategies (tiled,
- * mma, grid, gemm) serve every batch. */
+ * wgstream3 guidance too; another depth leaves them all out, and the
+ * generic strategies (tiled, mma, grid, gemm) serve every batch. */
 static void test_family_chains(void **state) {
   (void)state;
   /* the plans only, as build_table */
