@@ -447,8 +447,8 @@ static void test_wgstream_compiles(void **state) {
  * gemm's stage loops; the specialized strategies with another activation
  * and input order (the fp32 forms, the packed 16-bit and tf32 ones from
  * fp32, the cluster kernel's fold, the seed layout of W1 they pack from);
- * the cluster kernel (folded or not) and wgstream3 with a conditioning, guided or not;
- * the cluster kernel with guidance (folded or not, layer 2 by warp or by
+ * the cluster kernel (folded or not) and wgstream3 with a conditioning,
+ * guided or not; the cluster kernel with guidance (folded or not, layer 2 by warp or by
  * lanes); the conditioning kernel at C = 40 and 77 (guided), where it
  * spilled. */
 static void test_family_compiles(void **state) {
@@ -609,7 +609,13 @@ static void test_random_shapes_compile(void **state) {
                   flowgen_solver_name(spec.solver));
     compile_clean(&spec, false);
   }
+}
+
+/* The allowance back to none, whether the test passed or failed. */
+static int no_spill_allowance(void **state) {
+  (void)state;
   spill_allowance = 0;
+  return 0;
 }
 
 static void test_ptx_target(void **state) {
@@ -751,7 +757,7 @@ int main(void) {
       cmocka_unit_test(test_default_compile_time),
       cmocka_unit_test(test_part_compile_times),
       cmocka_unit_test(test_largest_compile_time),
-      cmocka_unit_test(test_random_shapes_compile),
+      cmocka_unit_test_teardown(test_random_shapes_compile, no_spill_allowance),
       cmocka_unit_test(test_ptx_target),
       cmocka_unit_test(test_accepted_names_compile),
       cmocka_unit_test(test_compile_error_carries_log),
