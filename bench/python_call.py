@@ -16,8 +16,9 @@ the fp64 reference (flowgen's CPU reference) of the same x0.
 
 --host-only times, on the CPU, the part of a call that is Python: the
 argument checks, torch.empty_like for the output and the ctypes call of a
-C function of the same signature that returns at once (the real call into
-the runtime, cuLaunchKernelEx included, adds about 3 us on an H200).
+C function of the same signature that returns at once: flowrt_sample
+without conditioning, else flowrt_sample_cond (the real call into the
+runtime, cuLaunchKernelEx included, adds about 3 us on an H200).
 """
 import argparse
 import json
@@ -54,11 +55,15 @@ def host_only(runs):
     # A C function that returns 0 at once, with flowrt_sample_cond's
     # argument types: the marshalling is the same, the work none.
     libc = ctypes.CDLL(None)
-    stub = ctypes.CFUNCTYPE(ctypes.c_int)(("ffs", libc))
-    stub.restype, stub.argtypes = _lib.lib().flowrt_sample_cond.restype, \
-        _lib.lib().flowrt_sample_cond.argtypes
+
+    def stub_of(name):
+        stub = ctypes.CFUNCTYPE(ctypes.c_int)(("ffs", libc))
+        fn = getattr(_lib.lib(), name)
+        stub.restype, stub.argtypes = fn.restype, fn.argtypes
+        return stub
+    stub, plain = stub_of("flowrt_sample_cond"), stub_of("flowrt_sample")
     # The CUDA path, CPU tensors passing its device check.
-    s._index, s._ptr, s._launch = 0, 0, stub
+    s._index, s._ptr, s._launch, s._launch_plain = 0, 0, stub, plain
     s._tindex, s._on = -1, "is_cpu"
     x0 = torch.zeros(8, s.dim)
     out = torch.empty_like(x0)
@@ -68,6 +73,7 @@ def host_only(runs):
         rows = {
             "ctypes call alone (9 arguments)": lambda: stub(0, 1, 2, 0, 0, 1.0, 8, None,
                                                            s._err_ref),
+            "ctypes call alone (6 arguments)": lambda: plain(0, 1, 2, 8, None, s._err_ref),
             "s(x0, out=y): checks + call": lambda: s(x0, out=out),
             "s(x0): checks + torch.empty_like + call": lambda: s(x0),
             "torch.empty_like(x0) alone (CPU)": lambda: torch.empty_like(x0),

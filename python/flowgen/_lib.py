@@ -109,6 +109,7 @@ _SIGNATURES = {
     "flowrt_sampler_create": (S, [P, POINTER(Spec), POINTER(Weights), POINTER(P),
                                   POINTER(ErrorStruct)]),
     "flowrt_sampler_destroy": (None, [P]),
+    "flowrt_sample": (S, [P, c_uint64, c_uint64, c_int64, c_void_p, POINTER(ErrorStruct)]),
     "flowrt_sample_cond": (S, [P, c_uint64, c_uint64, c_uint64, c_uint64, c_float, c_int64,
                                c_void_p, POINTER(ErrorStruct)]),
     "flowrt_sampler_reserve": (S, [P, c_int64, POINTER(ErrorStruct)]),

@@ -222,6 +222,7 @@ class Sampler:
                 self._ptr = ptr.value
                 self._destroy = L.flowrt_sampler_destroy
                 self._launch = L.flowrt_sample_cond
+                self._launch_plain = L.flowrt_sample  # fewer arguments to convert
         finally:
             if w is not None:
                 L.flowrt_weights_free(w)

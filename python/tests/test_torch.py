@@ -152,6 +152,54 @@ def test_bad_tensors(call, exc, words):
         call(s)
 
 
+def gpu_in_disguise(s):
+    """s (a CPU sampler) taking the CUDA call's path with CPU tensors: its
+    launches recorded, not run (as bench/python_call.py --host-only)."""
+    from flowgen import _torch
+    calls = []
+    s._index, s._ptr, s._tindex, s._on = 0, 1234, -1, "is_cpu"
+    s._destroy = lambda ptr: None
+    s._launch_plain = lambda *a: calls.append(("plain",) + a[:4]) or 0
+    s._launch = lambda *a: calls.append(("cond",) + a[:7]) or 0
+    return calls, _torch
+
+
+def test_the_plain_call_checks_inline(monkeypatch):
+    s = flowgen.Sampler.from_safetensors(DIGITS, device="cpu", steps=2)
+    calls, _torch = gpu_in_disguise(s)
+    monkeypatch.setattr(_torch, "_raw_stream", lambda index: 77)
+    x0, out = torch.zeros(3, 64), torch.zeros(3, 64)
+    assert s(x0, out=out) is out
+    y = s(x0)
+    assert y.shape == (3, 64) and y.dtype == torch.float32 and y is not x0
+    assert calls == [("plain", 1234, x0.data_ptr(), out.data_ptr(), 3),
+                     ("plain", 1234, x0.data_ptr(), y.data_ptr(), 3)]
+    s(x0, out=out, guidance=1.0)  # anything beyond x0 and out: the full checks
+    assert calls[-1][0] == "cond"
+    bad = [  # what the inline checks pass on to the full ones, which refuse
+        (lambda: s(torch.zeros(3, 64, dtype=torch.float64)), TypeError, "x0: dtype"),
+        (lambda: s(torch.zeros(3, 63)), ValueError, "x0: shape [3, 63]"),
+        (lambda: s(torch.zeros(3)), ValueError, "x0: shape [3]"),
+        (lambda: s(torch.zeros(64, 3).t()), ValueError, "x0: not contiguous"),
+        (lambda: s(torch.zeros(3, 64, device="meta")), ValueError, "x0: on meta"),
+        (lambda: s(x0.numpy()), TypeError, "x0: a ndarray, expected a torch tensor"),
+        (lambda: s(x0, out=torch.zeros(4, 64)), ValueError, "out: shape [4, 64]"),
+        (lambda: s(x0, out=torch.zeros(64, 3).t()), ValueError, "out: not contiguous"),
+        (lambda: s(x0, out=torch.zeros(3, 64, dtype=torch.float16)), TypeError, "out: dtype"),
+        (lambda: s(x0, out=torch.zeros(3, 64, device="meta")), ValueError, "out: on meta"),
+        (lambda: s(x0, out=out.numpy()), TypeError, "out: a ndarray"),
+    ]
+    for call, exc, words in bad:
+        n = len(calls)
+        with pytest.raises(exc, match=re.escape(words)):
+            call()
+        assert len(calls) == n, words
+    # a subclass of Tensor takes the full checks, and passes them
+    p = torch.nn.Parameter(torch.zeros(3, 64), requires_grad=False)
+    s(p, out=out)
+    assert calls[-1][0] == "cond"
+
+
 def test_compile_fullgraph_calls_the_operator():
     f = family_case("cfg_null_sin.safetensors")
     s = flowgen.Sampler.from_safetensors(f["path"], steps=f["steps"], solver=f["solver"],
