@@ -222,15 +222,19 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
       | tee "$out/gemm.txt" | tail -n 40 ;;
   python)
-    export PYTHONPATH="$PWD/python:$PWD/build/pylib/site" FLOWGEN_LIBRARY="$PWD/build/libflowgen.so" \
-      FLOWGEN_BIN="$PWD/build/flowgen" LD_LIBRARY_PATH="$PWD/build/pylib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1 || status=1
+    # the package from this tree, for these commands only
+    py() {
+      PYTHONPATH="$PWD/python:$PWD/build/pylib/site" FLOWGEN_LIBRARY="$PWD/build/libflowgen.so" \
+        FLOWGEN_BIN="$PWD/build/flowgen" LD_LIBRARY_PATH="$PWD/build/pylib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        python3 "$@"
+    }
+    py -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1 || status=1
     note "pytest: $(tail -n 1 "$out/pytest.log")"
     grep -E 'FAILED|ERROR' "$out/pytest.log" | head -20
-    python3 bench/python_call.py --batches "${PYTHON_BATCHES:-1,8,64,1024,4096,65536}" \
+    py bench/python_call.py --batches "${PYTHON_BATCHES:-1,8,64,1024,4096,65536}" \
       --skip compile-max --runs 100 --json "$out/python-call.json" > "$out/python-call.txt" 2>&1 \
       || status=1
-    python3 bench/python_call.py --batches "${PYTHON_MAX_BATCHES:-8,65536}" --runs 100 --skip compile \
+    py bench/python_call.py --batches "${PYTHON_MAX_BATCHES:-8,65536}" --runs 100 --skip compile \
       --json "$out/python-call-max.json" > "$out/python-call-max.txt" 2>&1 || status=1
     tail -n 40 "$out/python-call.txt" "$out/python-call-max.txt" ;;
   digits)
