@@ -60,9 +60,11 @@ static int spill_allowance;
  * compiled. */
 static void check_log(const flowgen_kernel *k, const char *log, int arch,
                       const char *what) {
-  /* "warning" in any case, anywhere. */
+  /* "warning" in any case, anywhere; ptxas's advisory that it serializes
+   * wgmma (an info line, C7510 and the like: a pipeline it cannot follow)
+   * is as bad. */
   for (const char *p = log; *p; ++p)
-    if (strncasecmp(p, "warning", 7) == 0)
+    if (strncasecmp(p, "warning", 7) == 0 || strncmp(p, "Potential Performance Loss", 26) == 0)
       fail_msg("%s: warning in the NVRTC log:\n%s", what, log);
 
   char function[256] = "";
