@@ -33,8 +33,9 @@
 #              then each variant of the default plan compiled alone, cold
 #   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
 #              mma kernel does not fit): compute-sanitizer over its
-#              build/sanitize cases, then the tiled kernel against it, the
-#              same points interleaved (GEMM_SHAPES, GEMM_BATCHES)
+#              build/sanitize cases (and bf16's and fp16's on wgmma,
+#              gemm.wgmma=1), then the tiled kernel, gemm and gemm on wgmma,
+#              the same points interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 #   python     the package from this tree (python/ on the path, build/'s
@@ -193,34 +194,43 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     done < "$out/variants.txt"
     cat "$out/startup.txt" ;;
   gemm)
-    for shape in 33,2048 64,2048; do
-      for tool in memcheck racecheck synccheck; do
-        log=$out/gemm-$tool-$(echo "$shape" | tr , x).log  # no commas in names (they do not come back)
-        light=--light
-        [ $tool = memcheck ] && light=
-        # shellcheck disable=SC2086 # $light: empty or one option
-        if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
-             --only gemm --shape $shape > "$log" 2>&1; then
-          note "gemm $shape: $tool clean ($(grep -c ' relerr ' "$log") launches)"
-        else
-          note "gemm $shape: $tool FAILED ($log)"; status=1
-          tail -n 20 "$log"
-        fi
+    for unit in mma wgmma; do
+      wgmma=0
+      [ $unit = wgmma ] && wgmma=1
+      for shape in 33,2048 64,2048; do
+        for tool in memcheck racecheck synccheck; do
+          # no commas in names (they do not come back)
+          log=$out/gemm-$unit-$tool-$(echo "$shape" | tr , x).log
+          light=--light
+          [ $tool = memcheck ] && light=
+          # shellcheck disable=SC2086 # $light: empty or one option
+          if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
+               --tune gemm.wgmma=$wgmma --only gemm --shape $shape > "$log" 2>&1; then
+            note "gemm $unit $shape: $tool clean ($(grep -c ' relerr ' "$log") launches)"
+          else
+            note "gemm $unit $shape: $tool FAILED ($log)"; status=1
+            tail -n 20 "$log"
+          fi
+        done
       done
     done
     shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
     batches=${GEMM_BATCHES:-1057,4096,65536}
     for round in 1 2; do
-      for who in tiled gemm; do
+      for who in tiled gemm wgmma; do
         t=only=tiled
         [ $who = gemm ] && t=only=tiled:gemm
+        [ $who = wgmma ] && t=only=tiled:gemm,gemm.wgmma=1
         build/bench --quick --no-startup --no-baseline --tune $t --precisions tf32,bf16,fp16 \
           --shapes "$shapes" --batches "$batches" --json "$out/gemm-$who-$round.json" \
           > "$out/gemm-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/gemm-$who-$round.txt"; }
       done
     done
     python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
-      | tee "$out/gemm.txt" | tail -n 40 ;;
+      | tee "$out/gemm.txt" | tail -n 40
+    # tf32 ignores the dial: its rows time the same kernel twice
+    python3 bench/before_after.py "$out"/gemm-gemm-*.json -- "$out"/gemm-wgmma-*.json \
+      | tee "$out/gemm-wgmma.txt" | tail -n 40 ;;
   python)
     # the package from this tree, for these commands only
     py() {

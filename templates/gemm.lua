@@ -7,7 +7,10 @@
 -- scratch area, about 32 MB of them, so they stay in L2), in output tiles
 -- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
--- the mma kernel's packed copies (mma.lua).
+-- the mma kernel's packed copies (mma.lua).  Its products are mma.sync;
+-- under gemm.wgmma=1, bf16 and fp16 on sm_90a take wgmma instead (tiles of
+-- 64 or 128 rows, a warpgroup's products asynchronous, one chunk's in
+-- flight while the next is staged): not planned otherwise until timed.
 
 local lib = import("lib")
 local grid = import("grid")
@@ -19,6 +22,7 @@ M.dials = {
   per_sm = {1, 2},       -- blocks a SM (2: tiles of up to 64 rows, within 128 registers)
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
   chunk = {32, 64},      -- inputs a pipeline stage
+  wgmma = {0, 1},        -- 1: bf16 and fp16 on sm_90a take wgmma (one block a SM)
 }
 
 local BN, STAGES, THREADS = 128, 4, 256
@@ -45,18 +49,26 @@ function M.variant(ctx, kind, weights)
   -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
+  -- (the dial leaves tf32 and tf32x3, and other targets, as they are)
+  local wg = ctx.tune:dial(M.name, "wgmma", 0) == 1 and half and spec.arch == 90 and spec.arch_specific
+  if wg and blocks > 1 then refuse("tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM") end
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   local function a_floats_of(mt, bk) return 32 * mt * (bk + a_pad) end
-  local function b_floats_of(bk) return bk * (BN + 8) * w_bytes // 4 end
+  -- wgmma's weights: 8 x 8 core matrices, no padding
+  local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 end
   local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
   local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, 32) <= limit
-  local max_mt = ctx.tune:dial(M.name, "rows", tall and 128 or 64) // 32
+  -- (wgmma's: 64, whose registers fit; 128 spills some shapes)
+  local max_mt = ctx.tune:dial(M.name, "rows", (tall and not wg) and 128 or 64) // 32
   if blocks > 1 and max_mt > 2 then
     refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
   end
-  -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1),
+  local min_mt = wg and 2 or 1
+  if max_mt < min_mt then refuse("tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least") end
+  -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1;
+  -- wgmma's down to 2: a warpgroup's products are 64 rows),
   -- the one that leaves each block the fewest rows over a full chunk (waves
   -- of tiles x rows per tile), ties to the taller (fewer operand loads per
   -- product).  For each chunk the kernel takes this height or half of it,
@@ -68,7 +80,7 @@ function M.variant(ctx, kind, weights)
   end
   local function layer(inputs, outputs)
     local m_tiles, m = max_mt, max_mt // 2
-    while m >= 1 do
+    while m >= min_mt do
       if block_rows(outputs, m) < block_rows(outputs, m_tiles) then m_tiles = m end
       m = m // 2
     end
@@ -82,18 +94,23 @@ function M.variant(ctx, kind, weights)
   -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
   -- fit (faster there; with taller tiles the layer takes every register
   -- and the kernel spills around its calls).
+  -- (wgmma's: 32, whose A fragments of two chunks leave registers to
+  -- spare; 64 spills a little)
   local bk = ctx.tune:dial(M.name, "chunk",
-                           (tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
+                           (not wg and tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
   local a_floats, b_floats = a_floats_of(tallest, bk), b_floats_of(bk)
-  -- as many stages as fit, up to 4 (3 with two blocks a SM)
-  local stages = blocks == 1 and STAGES or 3
-  while stages > 2 and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
+  -- as many stages as fit, up to 4 (3 with two blocks a SM); wgmma's up
+  -- to 6 (it loads kPipe - 2 chunks ahead: one chunk's products are in
+  -- flight while the next is staged), 3 at least
+  local stages, fewest = wg and 6 or blocks == 1 and STAGES or 3, wg and 3 or 2
+  while stages > fewest and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
   local shared = 4 * stages * (a_floats + b_floats)
   if shared > limit then return nil end
   return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
     gemm = true,
     gemm_kind = kind,
+    gemm_wgmma = wg,
     scratch_rows = rows,
     scratch_data = grid.SCRATCH_DATA,
     layers = layers,

@@ -651,6 +651,24 @@ static void test_gemm_each_precision(void **state) {
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
 }
 
+/* gemm on wgmma (gemm.wgmma=1: bf16 and fp16 where the runtime builds for
+ * sm_90a; elsewhere the dial changes nothing): test_gemm_each_precision's
+ * 16-bit shapes (H=4095 with rows of no multiple of 8, odd chunk counts at
+ * D=17 and D=3, every solver) in tiles of 64 rows, then 128 over 64. */
+static void test_gemm_wgmma(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const char *const gemm[] = {"gemm"};
+  static const variant_shape half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16},
+                                       {33, 4095, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4},
+                                       {64, 2048, 2, FLOWGEN_PRECISION_FP16},
+                                       {17, 200, 3, FLOWGEN_PRECISION_FP16},
+                                       {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
+  check_variants_within("only=tiled:gemm,gemm.wgmma=1", gemm, 1, half, sizeof half / sizeof *half,
+                        2e-2);
+  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.rows=128", gemm, 1, half, 2, 2e-2);
+}
+
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
  * for sm_90a) against the reference at its tolerance: its first batch, a last
  * block with one warpgroup idle (first + 64), a warpgroup with one sample
@@ -982,9 +1000,9 @@ static void test_family_matches_reference(void **state) {
 
 /* gemm on each precision's own operands (only=tiled:gemm) for members of
  * the family where the mma kernel does not fit: a guided conditional
- * member of 4 layers with GELU (bf16) and one with sin time (tf32), at its
- * first batch and a later one, guided at w = 3 with a null conditioning
- * the second time. */
+ * member of 4 layers with GELU (bf16; again on wgmma, gemm.wgmma=1) and one
+ * with sin time (tf32), at its first batch and a later one, guided at w = 3
+ * with a null conditioning the second time. */
 static void test_gemm_family(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -992,16 +1010,21 @@ static void test_gemm_family(void **state) {
     flowgen_precision precision;
     double tolerance;
     const char *fields[4][2];
+    const char *tune;
   } members[] = {
-      {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}}},
-      {FLOWGEN_PRECISION_TF32, 2e-4, {{"cond", "10"}, {"time", "sin:16"}}},
+      {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}},
+       "only=tiled:gemm"},
+      {FLOWGEN_PRECISION_TF32, 2e-4, {{"cond", "10"}, {"time", "sin:16"}}, "only=tiled:gemm"},
+      /* the first on wgmma (sm_90a) */
+      {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}},
+       "only=tiled:gemm,gemm.wgmma=1"},
   };
-  flowrt_runtime *rt = NULL;
-  flowgen_error err;
-  flowrt_options opts = {.disk_cache = 0, .tune = "only=tiled:gemm"};
-  if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
   uint64_t seed = fg_test_seed();
   for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {
+    flowrt_runtime *rt = NULL;
+    flowgen_error err;
+    flowrt_options opts = {.disk_cache = 0, .tune = members[m].tune};
+    if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
     flowgen_spec spec = make_spec(64, 2048, 3);
     spec.precision = members[m].precision;
     for (int k = 0; k < 4 && members[m].fields[k][0]; ++k)
@@ -1021,8 +1044,8 @@ static void test_gemm_family(void **state) {
     }
     flowrt_sampler_destroy(s);
     flowrt_weights_free(w);
+    flowrt_close(rt);
   }
-  flowrt_close(rt);
 }
 
 /* A conditional sampler in a CUDA graph: the workspace reserved first,
@@ -1146,6 +1169,7 @@ int main(void) {
       cmocka_unit_test(test_family_matches_reference),
       cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_gemm_family),
+      cmocka_unit_test(test_gemm_wgmma),
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
       cmocka_unit_test(test_precisions_match_reference),

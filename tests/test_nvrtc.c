@@ -418,6 +418,22 @@ static void test_wgmma_compiles(void **state) {
   COMPILE(cases);
 }
 
+/* gemm on wgmma (gemm.wgmma=1: bf16 and fp16, sm_90a) compiles without
+ * serialized wgmma or spills: a wide shape, an odd one (H=4095, D=33), an
+ * odd count of chunks (layer 1 of D=17, layer 2 of H=200; the loop takes
+ * two chunks a pass), RK4, a guided conditional member of four layers. */
+static void test_gemm_wgmma_compiles(void **state) {
+  (void)state;
+  static const nvrtc_case cases[] = {
+      {256, 2048, 2, EULER, BF16, 90, true, "only=tiled:gemm,gemm.wgmma=1", "gemm"},
+      {33, 4095, 2, EULER, FP16, 90, true, "only=tiled:gemm,gemm.wgmma=1", "gemm"},
+      {17, 200, 3, RK4, FP16, 90, true, "only=tiled:gemm,gemm.wgmma=1", "gemm"},
+      {64, 2048, 2, EULER, BF16, 90, true, "only=tiled:gemm,gemm.wgmma=1", "gemm",
+       "cond=40;guidance=1;layers=4;act=gelu"},
+  };
+  COMPILE(cases);
+}
+
 /* The streamed warpgroup variants (sm_90a; tf32: wgstream, fp32:
  * wgstream3) compile without warnings (no serialized wgmma) or spills: the
  * default shape, blocks alone and clusters of 2, 32 outputs a chunk, D and
@@ -753,6 +769,7 @@ int main(void) {
       cmocka_unit_test(test_grid_and_gemm_compiles),
       cmocka_unit_test(test_mma_compiles),
       cmocka_unit_test(test_wgmma_compiles),
+      cmocka_unit_test(test_gemm_wgmma_compiles),
       cmocka_unit_test(test_wgstream_compiles),
       cmocka_unit_test(test_family_compiles),
       cmocka_unit_test(test_host_launcher_compiles),

@@ -349,6 +349,72 @@ static void test_dials(void **state) {
   flowgen_kernel_free(k);
 }
 
+/* gemm.wgmma=1: bf16 and fp16 on sm_90a take wgmma (m64n64k16 on B stored
+ * N-major, trans-b 1; tiles of 64 rows, 128 under gemm.rows=128 with 64
+ * below; 32 inputs a stage, 6 stages; nothing else in the plan moves);
+ * tf32, and sm_90 without its arch-specific target, keep mma.sync; two
+ * blocks a SM and 32-row tiles are refused. */
+static void test_gemm_wgmma_dial(void **state) {
+  (void)state;
+  static const char *const plain = "only=tiled:gemm", *const wg = "only=tiled:gemm,gemm.wgmma=1";
+  for (int p = 0; p < 2; ++p) {
+    flowgen_spec spec = spec_of(256, 2048, p ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16, 90, true);
+    flowgen_kernel *a = plan_of(&spec, plain), *k = plan_of(&spec, wg);
+    char *chain_a = chain_of(a), *chain_k = chain_of(k);
+    assert_string_equal(chain_a, chain_k);
+    free(chain_a);
+    free(chain_k);
+    const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+    assert_string_equal(v->strategy, "gemm");
+    assert_int_equal(v->rows_per_block, 64);
+    const char *src = flowgen_kernel_source(k);
+    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                                  : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "));
+    assert_non_null(strstr(src, "p, 1, 1, 1;"));
+    assert_non_null(strstr(src, "constexpr int kPipe = 6;  // pipeline stages: kPipe - 2 loads in flight"));
+    assert_non_null(strstr(src, "constexpr int kBK = 32;"));
+    assert_null(strstr(src, "load_b<kBStride>"));
+    assert_null(strstr(flowgen_kernel_source(a), "wgmma.mma_async"));
+    flowgen_kernel_free(a);
+    flowgen_kernel_free(k);
+  }
+  flowgen_spec bf16 = spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, true);
+  flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.rows=128");
+  assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 128);
+  assert_non_null(strstr(flowgen_kernel_source(k), "m64n128k16"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "if constexpr (MT > 2) {"));
+  flowgen_kernel_free(k);
+  /* the dial changes nothing where wgmma does not serve */
+  const flowgen_spec same[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
+                               spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
+                               spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 80, false)};
+  for (size_t i = 0; i < COUNT(same); ++i) {
+    flowgen_kernel *a = plan_of(&same[i], plain), *b = plan_of(&same[i], wg);
+    const char *ga = strstr(flowgen_kernel_source(a), "strategy \"gemm\"");
+    const char *gb = strstr(flowgen_kernel_source(b), "strategy \"gemm\"");
+    assert_non_null(ga);
+    assert_non_null(gb);
+    assert_string_equal(ga, gb);
+    flowgen_kernel_free(a);
+    flowgen_kernel_free(b);
+  }
+  static const struct {
+    const char *tune, *message;
+  } refused[] = {
+      {"only=tiled:gemm,gemm.wgmma=1,gemm.per_sm=2", "tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM"},
+      {"only=tiled:gemm,gemm.wgmma=1,gemm.rows=32", "tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least"},
+      {"gemm.wgmma=2", "gemm.wgmma=2 is not one of 0, 1"},
+  };
+  for (size_t i = 0; i < COUNT(refused); ++i) {
+    flowgen_options opts = {.tune = refused[i].tune};
+    flowgen_kernel *none = NULL;
+    flowgen_error err = {FLOWGEN_OK, ""};
+    assert_int_equal(flowgen_generate(&bf16, &opts, &none, &err), FLOWGEN_UNSUPPORTED);
+    if (!strstr(err.message, refused[i].message)) fail_msg("%s: \"%s\"", refused[i].tune, err.message);
+    assert_null(none);
+  }
+}
+
 /* Every mistake is refused, naming what is wrong: an unknown (or retired)
  * key, dial or
  * strategy, a value out of its set, a malformed entry, a range that leaves
@@ -654,6 +720,7 @@ int main(void) {
       cmocka_unit_test(test_only_and_skip),
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_dials),
+      cmocka_unit_test(test_gemm_wgmma_dial),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_no_timing_hooks),
       cmocka_unit_test(test_device),
