@@ -488,77 +488,181 @@ static float round_bf16(float x) {
   return x;
 }
 
+/* A probe kernel on GPU 0: `probe` (its source, kernel `name`) appended to
+ * the generated source of spec (named "probe", sm_90a) under tune,
+ * compiled to a cubin, loaded in the primary context (pushed: probe_end
+ * pops it); with the shared memory of the plan's variant of `strategy`
+ * (shared: its bytes), where one is named. */
+typedef struct {
+  CUdevice dev;
+  CUmodule mod;
+  CUfunction fn;
+  int shared;
+} probe_kernel;
+
+static probe_kernel probe_start(flowgen_spec spec, const char *tune, const char *probe, const char *name,
+                                const char *strategy) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  probe_kernel p = {.shared = 0};
+  assert_int_equal(cu->cuDeviceGet(&p.dev, 0), CUDA_SUCCESS);
+  flowgen_error err;
+  assert_int_equal(flowgen_spec_set(&spec, "name", "probe", &err), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&spec, "arch", "sm_90a", &err), FLOWGEN_OK);
+  flowgen_options opts = {.tune = tune};
+  flowgen_kernel *k = NULL;
+  if (flowgen_generate(&spec, &opts, &k, &err)) fail_msg("%s", err.message);
+  for (int i = 0; strategy && i < flowgen_kernel_variant_count(k); ++i)
+    if (strcmp(flowgen_kernel_variant(k, i)->strategy, strategy) == 0)
+      p.shared = flowgen_kernel_variant(k, i)->shared_bytes;
+  if (strategy && !p.shared) fail_msg("no %s variant under %s", strategy, tune);
+  size_t n = flowgen_kernel_source_size(k), m = strlen(probe);
+  char *source = malloc(n + m + 1);
+  memcpy(source, flowgen_kernel_source(k), n);
+  memcpy(source + n, probe, m + 1);
+  flowgen_kernel_free(k);
+  void *image = NULL;
+  size_t size = 0;
+  if (flowrt_compile(source, strlen(source), "probe.cu", 90, FLOWRT_TARGET_CUBIN, false, &image, &size,
+                     NULL, &err))
+    fail_msg("%s", err.message);
+  free(source);
+  CUcontext ctx;
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, p.dev), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxPushCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(cu->cuModuleLoadData(&p.mod, image), CUDA_SUCCESS);
+  free(image);
+  assert_int_equal(cu->cuModuleGetFunction(&p.fn, p.mod, name), CUDA_SUCCESS);
+  if (p.shared > 48 * 1024)
+    assert_int_equal(cu->cuFuncSetAttribute(p.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p.shared),
+                     CUDA_SUCCESS);
+  return p;
+}
+
+static void probe_end(probe_kernel *p) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  cu->cuModuleUnload(p->mod);
+  CUcontext popped;
+  cu->cuCtxPopCurrent(&popped);
+  cu->cuDevicePrimaryCtxRelease(p->dev);
+}
+
+/* A device copy of `bytes` at host (uninitialized where host is NULL). */
+static CUdeviceptr probe_upload(const void *host, size_t bytes) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdeviceptr d;
+  assert_int_equal(cu->cuMemAlloc(&d, bytes), CUDA_SUCCESS);
+  if (host) assert_int_equal(cu->cuMemcpyHtoD(d, host, bytes), CUDA_SUCCESS);
+  return d;
+}
+
+/* Runs the probe on one block of `threads` with args, then synchronizes. */
+static void probe_run(const probe_kernel *p, int threads, void **args) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = (unsigned)threads,
+                        .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = (unsigned)p->shared};
+  assert_int_equal(cu->cuLaunchKernelEx(&cfg, p->fn, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+/* The largest error of d (rows x cols) against sum_i a[r][i] W[i][j] on
+ * bf16-rounded inputs, relative to the sum of |products|; fails past
+ * 1e-5.  w holds W by outputs (w[j][i]) or by inputs (w[i][j]). */
+static double probe_check(const float *d, const float *a, int rows, int cols, int inputs,
+                          const float *w, bool w_by_output) {
+  double worst = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < cols; ++j) {
+      double ref = 0, mag = 0;
+      for (int i = 0; i < inputs; ++i) {
+        const double x = round_bf16(a[r * inputs + i]);
+        const double y = round_bf16(w_by_output ? w[j * inputs + i] : w[i * cols + j]);
+        ref += x * y;
+        mag += fabs(x * y);
+      }
+      double e = fabs(d[r * cols + j] - ref) / (mag > 0 ? mag : 1);
+      if (!(e <= worst)) worst = e;
+      if (!(e <= 1e-5)) fail_msg("D[%d][%d] = %g, expected %g (A W of the bf16 inputs)", r, j, d[r * cols + j], ref);
+    }
+  return worst;
+}
+
 static void test_wgmma_layout_probe(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   skip_unless_sm90();
-  const fg_cuda_api *cu = fg_cuda(NULL);
-  CUdevice dev;
-  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
   flowgen_spec spec = make_spec(64, 256, 2);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  flowgen_error err;
-  assert_int_equal(flowgen_spec_set(&spec, "name", "probe", &err), FLOWGEN_OK);
-  assert_int_equal(flowgen_spec_set(&spec, "arch", "sm_90a", &err), FLOWGEN_OK);
-  flowgen_kernel *k = NULL;
-  if (flowgen_generate(&spec, NULL, &k, &err)) fail_msg("%s", err.message);
-  size_t n = flowgen_kernel_source_size(k);
-  char *source = malloc(n + sizeof wgmma_probe);
-  memcpy(source, flowgen_kernel_source(k), n);
-  memcpy(source + n, wgmma_probe, sizeof wgmma_probe);
-  flowgen_kernel_free(k);
-  void *image = NULL;
-  size_t size = 0;
-  if (flowrt_compile(source, strlen(source), "wgmma_probe.cu", 90, FLOWRT_TARGET_CUBIN, false,
-                     &image, &size, NULL, &err))
-    fail_msg("%s", err.message);
-  free(source);
-
+  probe_kernel p = probe_start(spec, NULL, wgmma_probe, "wgmma_probe", NULL);
   float a[64 * 32], w[64 * 32], d[64 * 64];
   fg_test_fill_uniform(a, 64 * 32, fg_test_seed() + 1, 1.0f);
   fg_test_fill_uniform(w, 64 * 32, fg_test_seed() + 2, 1.0f);
-  CUcontext ctx;
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxPushCurrent(ctx), CUDA_SUCCESS);
-  CUmodule mod;
-  CUfunction fn;
-  assert_int_equal(cu->cuModuleLoadData(&mod, image), CUDA_SUCCESS);
-  free(image);
-  assert_int_equal(cu->cuModuleGetFunction(&fn, mod, "wgmma_probe"), CUDA_SUCCESS);
-  CUdeviceptr da, dw, dd;
-  assert_int_equal(cu->cuMemAlloc(&da, sizeof a), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dw, sizeof w), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dd, sizeof d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(da, a, sizeof a), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(dw, w, sizeof w), CUDA_SUCCESS);
-  CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
-                        .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1};
+  CUdeviceptr da = probe_upload(a, sizeof a), dw = probe_upload(w, sizeof w), dd = probe_upload(NULL, sizeof d);
   void *args[] = {&da, &dw, &dd};
-  assert_int_equal(cu->cuLaunchKernelEx(&cfg, fn, args, NULL), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  probe_run(&p, 128, args);
+  const fg_cuda_api *cu = fg_cuda(NULL);
   assert_int_equal(cu->cuMemcpyDtoH(d, dd, sizeof d), CUDA_SUCCESS);
   cu->cuMemFree(da);
   cu->cuMemFree(dw);
   cu->cuMemFree(dd);
-  cu->cuModuleUnload(mod);
-  CUcontext popped;
-  cu->cuCtxPopCurrent(&popped);
-  cu->cuDevicePrimaryCtxRelease(dev);
-
-  double worst = 0;
-  for (int r = 0; r < 64; ++r)
-    for (int j = 0; j < 64; ++j) {
-      double ref = 0, mag = 0;
-      for (int i = 0; i < 32; ++i) {
-        ref += (double)round_bf16(a[r * 32 + i]) * round_bf16(w[j * 32 + i]);
-        mag += fabs((double)round_bf16(a[r * 32 + i]) * round_bf16(w[j * 32 + i]));
-      }
-      double e = fabs(d[r * 64 + j] - ref) / (mag > 0 ? mag : 1);
-      if (!(e <= worst)) worst = e;
-      if (!(e <= 1e-5))
-        fail_msg("D[%d][%d] = %g, expected %g (A W^T of the bf16 inputs)", r, j, d[r * 64 + j], ref);
-    }
+  probe_end(&p);
+  double worst = probe_check(d, a, 64, 64, 32, w, true);
   printf("# wgmma probe: largest error %.2e of the sum of |products|\n", worst);
+}
+
+/* gemm on wgmma's layer on its own (the generated source of D=64, H=2048
+ * bf16 under gemm.wgmma=1, plus a probe kernel calling layer<64, 128, 2>
+ * on one block): A (rows x 64, fp32) staged and turned into fragments,
+ * the weights (64 inputs x 128 outputs, bf16 rows as packed) staged N-major,
+ * two chunks of products on each warpgroup's 64 outputs, the accumulators
+ * through the epilogue: D = A W as on the CPU from the same bf16-rounded
+ * inputs, rows past `rows` never written.  Where the gemm variant fails,
+ * this tells its layouts (the descriptor's byte offsets first) from the
+ * rest. */
+static const char gemm_wgmma_probe[] =
+    "extern \"C\" __global__ void __launch_bounds__(256) gemm_wgmma_probe(\n"
+    "    const float* a, const float* w, float* d, int rows)\n"
+    "{\n"
+    "  using namespace flowgen::probe::gemm;\n"
+    "  extern __shared__ __align__(16) float smem[];\n"
+    "  layer<64, 128, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 128 + j] = acc; });\n"
+    "}\n";
+
+static void test_gemm_wgmma_probe(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  flowgen_spec spec = make_spec(64, 2048, 2);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  probe_kernel p = probe_start(spec, "only=tiled:gemm,gemm.wgmma=1", gemm_wgmma_probe, "gemm_wgmma_probe",
+                               "gemm");
+  enum { ROWS = 64, IN = 64, OUT = 128 };
+  static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT];
+  static uint16_t packed[IN * OUT];
+  fg_test_fill_uniform(a, ROWS * IN, fg_test_seed() + 3, 1.0f);
+  fg_test_fill_uniform(w, IN * OUT, fg_test_seed() + 4, 1.0f);
+  for (int e = 0; e < IN * OUT; ++e) {
+    const float v = round_bf16(w[e]);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    packed[e] = (uint16_t)(u >> 16);
+  }
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  for (int rows = ROWS; rows >= 50; rows -= 14) {
+    for (int e = 0; e < ROWS * OUT; ++e) d[e] = NAN;
+    CUdeviceptr da = probe_upload(a, sizeof a), dw = probe_upload(packed, sizeof packed);
+    CUdeviceptr dd = probe_upload(d, sizeof d);
+    void *args[] = {&da, &dw, &dd, &rows};
+    probe_run(&p, 256, args);
+    assert_int_equal(cu->cuMemcpyDtoH(d, dd, sizeof d), CUDA_SUCCESS);
+    cu->cuMemFree(da);
+    cu->cuMemFree(dw);
+    cu->cuMemFree(dd);
+    double worst = probe_check(d, a, rows, OUT, IN, w, false);
+    for (int e = rows * OUT; e < ROWS * OUT; ++e)
+      if (!isnan(d[e])) fail_msg("row %d written past the %d rows", e / OUT, rows);
+    printf("# gemm wgmma probe, %d rows: largest error %.2e of the sum of |products|\n", rows, worst);
+  }
+  probe_end(&p);
 }
 
 typedef struct {
@@ -1178,6 +1282,7 @@ int main(void) {
       cmocka_unit_test(test_grid_strategy),
       cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_wgmma_layout_probe),
+      cmocka_unit_test(test_gemm_wgmma_probe),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_wgstream_strategy),
       cmocka_unit_test(test_wgstream3_strategy),
