@@ -36,6 +36,10 @@
 #              build/sanitize cases (and bf16's and fp16's on wgmma,
 #              gemm.wgmma=1), then the tiled kernel, gemm and gemm on wgmma,
 #              the same points interleaved (GEMM_SHAPES, GEMM_BATCHES)
+#   resident   the grid variants with resident weights (grid.resident=1):
+#              compute-sanitizer over build/sanitize's grid cases under the
+#              dial, then the grid variants with and without it, the same
+#              points interleaved (RESIDENT_SHAPES, RESIDENT_BATCHES)
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 #   python     the package from this tree (python/ on the path, build/'s
@@ -247,6 +251,32 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     py bench/python_call.py --batches "${PYTHON_MAX_BATCHES:-8,65536}" --runs 100 --skip compile \
       --json "$out/python-call-max.json" > "$out/python-call-max.txt" 2>&1 || status=1
     tail -n 40 "$out/python-call.txt" "$out/python-call-max.txt" ;;
+  resident)
+    for tool in memcheck racecheck synccheck; do
+      light=--light
+      [ $tool = memcheck ] && light=
+      # shellcheck disable=SC2086 # $light: empty or one option
+      if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
+           --tune grid.resident=1 --only grid > "$out/resident-$tool.log" 2>&1; then
+        note "resident: $tool clean ($(grep -c ' relerr ' "$out/resident-$tool.log") launches)"
+      else
+        note "resident: $tool FAILED (resident-$tool.log)"; status=1
+        tail -n 20 "$out/resident-$tool.log"
+      fi
+    done
+    shapes=${RESIDENT_SHAPES:-"256,2048,16;1024,2048,16;64,4096,16;128,512,16"}
+    batches=${RESIDENT_BATCHES:-1,8,64}
+    for round in 1 2; do
+      for who in plain resident; do
+        t=only=grid:tiled8:tiled
+        [ $who = resident ] && t=$t,grid.resident=1
+        build/bench --quick --no-startup --no-baseline --tune $t --precisions fp32,bf16 \
+          --shapes "$shapes" --batches "$batches" --json "$out/resident-$who-$round.json" \
+          > "$out/resident-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/resident-$who-$round.txt"; }
+      done
+    done
+    python3 bench/before_after.py "$out"/resident-plain-*.json -- "$out"/resident-resident-*.json \
+      | tee "$out/resident.txt" | tail -n 30 ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;

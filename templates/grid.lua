@@ -10,7 +10,9 @@ local lib = import("lib")
 local M = {name = "grid", template = "grid.cut"}
 
 M.names = {"grid_b1", "grid_b8", "grid_b64"}
-M.dials = {}
+-- resident=1: a block keeps its first tile of each layer's weights in
+-- shared memory (the layers whose tiles fit), read there at every step
+M.dials = {resident = {0, 1}}
 
 M.ROWS = 64  -- the most samples: the scratch area holds their activations
 
@@ -63,6 +65,23 @@ local function variant(ctx, rows, max_batch)
   while chunk > 128 and bytes() > limit do chunk = chunk // 2 end
   local shared = bytes()
   if shared > limit then return nil end
+  -- Resident weights (grid.resident=1): a block's first tile of a layer
+  -- (tile n goes to block n % gridDim.x: outputs (n % col_tiles) COLS on)
+  -- is the same at every step, so its weights can stay in shared memory,
+  -- after the partial sums: layer by layer, while they fit.  Not planned
+  -- by default until timed.
+  local resident = ctx.tune:dial(M.name, "resident", 0) == 1
+  if resident then
+    local at = shared // 4
+    for _, l in ipairs(layers) do
+      local floats = l.inputs * l.tile_cols
+      if 4 * (at + floats) <= limit then
+        l.cache = at
+        at = at + floats
+      end
+    end
+    shared = 4 * at
+  end
   return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template, reads = {"grid"}},
                      {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
     max_batch = max_batch,
@@ -73,6 +92,7 @@ local function variant(ctx, rows, max_batch)
     layers = layers,
     x_stride = D, h_stride = H,
     scratch_data = M.SCRATCH_DATA,
+    resident = resident,
   })
 end
 

@@ -755,6 +755,24 @@ static void test_gemm_each_precision(void **state) {
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
 }
 
+/* The grid variants with resident weights (grid.resident=1: each block's
+ * first tile of a layer read from its copy in shared memory): every layer
+ * resident (D=256, H=2048 at B <= 8), some (H=4095 and 4096: W2's tiles do
+ * not fit), rows of no multiple of 4 (D=17, D=33), every solver; at the
+ * variants' edges, launch after launch on one scratch area (each launch
+ * fills the copies again). */
+static void test_grid_resident(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const char *const grids[] = {"grid_b1", "grid_b8", "grid_b64"};
+  static const variant_shape shapes[] = {{256, 2048, 2, FLOWGEN_PRECISION_FP32},
+                                         {33, 1000, 3, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
+                                         {64, 4096, 2, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT},
+                                         {17, 4095, 2, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_HEUN}};
+  check_variants_within("only=grid:tiled8:tiled,grid.resident=1", grids, 3, shapes,
+                        sizeof shapes / sizeof *shapes, 1e-5);
+}
+
 /* gemm on wgmma (gemm.wgmma=1: bf16 and fp16 where the runtime builds for
  * sm_90a; elsewhere the dial changes nothing): test_gemm_each_precision's
  * 16-bit shapes (H=4095 with rows of no multiple of 8, odd chunk counts at
@@ -1280,6 +1298,7 @@ int main(void) {
       cmocka_unit_test(test_zero_batch_and_aliasing),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_grid_strategy),
+      cmocka_unit_test(test_grid_resident),
       cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_gemm_wgmma_probe),

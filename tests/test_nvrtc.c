@@ -383,6 +383,22 @@ static void test_grid_and_gemm_compiles(void **state) {
   COMPILE(cases);
 }
 
+/* The grid variants with resident weights (grid.resident=1): every layer's
+ * tiles in shared memory (D=256, H=2048), some (H=4095, D=17: rows of no
+ * multiple of 4), RK4, sm_80, a guided conditional member of 4 layers. */
+static void test_grid_resident_compiles(void **state) {
+  (void)state;
+  static const nvrtc_case cases[] = {
+      {256, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1",
+       "grid_b1,grid_b8,grid_b64"},
+      {17, 4095, 3, RK4, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
+      {128, 1024, 2, EULER, FP32, 80, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
+      {64, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8",
+       "cond=40;guidance=1;layers=4;act=gelu"},
+  };
+  COMPILE(cases);
+}
+
 /* The matrix-unit kernel: tf32, bf16, fp16 and fp32 as tf32x3 (copies where
  * D is no multiple of 4; the fp32 matrices read directly where it is: the
  * default shape's), 16 and 64 samples a block, D and H of no multiple of 16
@@ -767,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_rmma3_compiles),
       cmocka_unit_test(test_tiled_compiles),
       cmocka_unit_test(test_grid_and_gemm_compiles),
+      cmocka_unit_test(test_grid_resident_compiles),
       cmocka_unit_test(test_mma_compiles),
       cmocka_unit_test(test_wgmma_compiles),
       cmocka_unit_test(test_gemm_wgmma_compiles),

@@ -415,6 +415,49 @@ static void test_gemm_wgmma_dial(void **state) {
   }
 }
 
+/* grid.resident=1: each grid variant keeps its blocks' first tiles of the
+ * layers that fit in shared memory (D=256, H=2048: all three at B <= 8,
+ * layer 1 alone at 64 samples, whose tiles are wider), the chain as it
+ * was; without the dial the source has none of it. */
+static void test_grid_resident_dial(void **state) {
+  (void)state;
+  flowgen_spec spec = spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, false);
+  flowgen_kernel *a = plan_of(&spec, "only=grid:tiled8:tiled"), *k = plan_of(&spec, "only=grid:tiled8:tiled,grid.resident=1");
+  char *chain_a = chain_of(a), *chain_k = chain_of(k);
+  assert_string_equal(chain_a, chain_k);
+  free(chain_a);
+  free(chain_k);
+  static const struct {
+    const char *strategy, *kept;
+  } kept[] = {{"grid_b1", "layers 1, 2, 3 in"}, {"grid_b8", "layers 1, 2, 3 in"}, {"grid_b64", "layer 1 in"}};
+  for (size_t i = 0; i < COUNT(kept); ++i) {
+    const flowgen_variant *plain = NULL, *res = NULL;
+    for (int j = 0; j < flowgen_kernel_variant_count(k); ++j) {
+      if (strcmp(flowgen_kernel_variant(a, j)->strategy, kept[i].strategy) == 0) plain = flowgen_kernel_variant(a, j);
+      if (strcmp(flowgen_kernel_variant(k, j)->strategy, kept[i].strategy) == 0) res = flowgen_kernel_variant(k, j);
+    }
+    assert_non_null(plain);
+    assert_non_null(res);
+    assert_true(res->shared_bytes > plain->shared_bytes);
+    assert_true(res->shared_bytes <= 227 * 1024);
+  }
+  const char *src = flowgen_kernel_source(k);
+  for (size_t i = 0; i < COUNT(kept); ++i) {
+    char line[96];
+    snprintf(line, sizeof line, "strategy \"%s\"", kept[i].strategy);
+    const char *at = strstr(src, line);
+    assert_non_null(at);
+    const char *weights = strstr(at, "// weights of ");
+    assert_non_null(weights);
+    if (strncmp(weights + strlen("// weights of "), kept[i].kept, strlen(kept[i].kept)) != 0)
+      fail_msg("%s keeps \"%.40s\", not %s", kept[i].strategy, weights, kept[i].kept);
+  }
+  assert_non_null(strstr(src, "fill_cache<2048, 2048, 16>("));
+  assert_null(strstr(flowgen_kernel_source(a), "fill_cache"));
+  flowgen_kernel_free(a);
+  flowgen_kernel_free(k);
+}
+
 /* Every mistake is refused, naming what is wrong: an unknown (or retired)
  * key, dial or
  * strategy, a value out of its set, a malformed entry, a range that leaves
@@ -434,7 +477,7 @@ static void test_overrides_refused(void **state) {
       {64, 256, 90, "wsc=4", "tune: unknown key wsc"},
       {64, 256, 90, "rcl=2", "tune: unknown key rcl"},
       {64, 256, 90, "mma.bogus=1", "unknown dial mma.bogus (known: mma.chunk, mma.per_sm, mma.rows, mma.stages)"},
-      {64, 256, 90, "grid.rows=1", "unknown dial grid.rows (grid has none)"},
+      {64, 256, 90, "grid.rows=1", "unknown dial grid.rows (known: grid.resident)"},
       {64, 256, 90, "nope.rows=1", "unknown dial nope.rows (no strategy nope)"},
       {64, 256, 90, "mma.rows=33", "mma.rows=33 is not one of 16, 32, 64, 128"},
       {64, 256, 90, "mma.rows=x", "mma.rows=x is not a whole number"},
@@ -721,6 +764,7 @@ int main(void) {
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_dials),
       cmocka_unit_test(test_gemm_wgmma_dial),
+      cmocka_unit_test(test_grid_resident_dial),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_no_timing_hooks),
       cmocka_unit_test(test_device),
