@@ -52,6 +52,7 @@ def host_only(runs):
     import ctypes
     from flowgen import _lib, _torch
     s = flowgen.Sampler.from_safetensors(_digits(), device="cpu")
+    sc = flowgen.Sampler.from_safetensors(_digits("digits_cond_d64_h256"), device="cpu")
     # A C function that returns 0 at once, with flowrt_sample_cond's
     # argument types: the marshalling is the same, the work none.
     libc = ctypes.CDLL(None)
@@ -62,10 +63,13 @@ def host_only(runs):
         stub.restype, stub.argtypes = fn.restype, fn.argtypes
         return stub
     stub, plain = stub_of("flowrt_sample_cond"), stub_of("flowrt_sample")
-    # The CUDA path, CPU tensors passing its device check.
-    s._index, s._ptr, s._launch, s._launch_plain = 0, 0, stub, plain
-    s._tindex, s._on = -1, "is_cpu"
-    x0 = torch.zeros(8, s.dim)
+    # The CUDA path, CPU tensors passing its device check (the conditional
+    # sampler's workspace as reserve(8) leaves it).
+    for one in (s, sc):
+        one._index, one._ptr, one._launch, one._launch_plain = 0, 0, stub, plain
+        one._tindex, one._on = -1, "is_cpu"
+    sc._reserved = 8
+    x0, c = torch.zeros(8, s.dim), torch.zeros(8, sc.cond)
     out = torch.empty_like(x0)
     real_stream = _torch._raw_stream
     _torch._raw_stream = lambda index: 0  # no CUDA here
@@ -76,6 +80,7 @@ def host_only(runs):
             "ctypes call alone (6 arguments)": lambda: plain(0, 1, 2, 8, None, s._err_ref),
             "s(x0, out=y): checks + call": lambda: s(x0, out=out),
             "s(x0): checks + torch.empty_like + call": lambda: s(x0),
+            "s(x0, out=y, cond=c), C=10: checks + call": lambda: sc(x0, out=out, cond=c),
             "torch.empty_like(x0) alone (CPU)": lambda: torch.empty_like(x0),
             "torch.compiler.is_compiling()": torch.compiler.is_compiling,
         }
@@ -88,10 +93,10 @@ def host_only(runs):
     return result
 
 
-def _digits():
+def _digits(name="digits_d64_h256"):
     import os
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "digits",
-                        "digits_d64_h256.safetensors")
+                        name + ".safetensors")
 
 
 def integrate(velocity, x, steps):

@@ -84,12 +84,12 @@ def _run(s, x0, out, cond, null_cond, guidance, rows):
 def _call(self, x0, out=None, cond=None, guidance=None, null_cond=None):
     """Sampler.__call__ on tensors, eager: the C function directly (the
     dispatcher costs microseconds)."""
-    # The control loop's call, s(x0) or s(x0, out=y) on the GPU without
-    # conditioning, checked inline (each tensor attribute read costs 50-100
-    # ns, each Python call as much); anything else, or anything amiss, goes
-    # through _check_all, whose errors name what is wrong.
-    if (cond is None and null_cond is None and guidance is None and not self.cond
-            and self._index is not None and type(x0) is Tensor):
+    # The control loop's calls, s(x0[, out=y]) and, on a conditional model,
+    # s(x0, cond=c[, guidance=w][, out=y]), on the GPU: checked inline (each
+    # tensor attribute read costs 50-100 ns, each Python call as much);
+    # anything else, or anything amiss, goes through _check_all, whose
+    # errors name what is wrong.
+    if null_cond is None and self._index is not None and type(x0) is Tensor:
         shape = x0.shape
         if (x0.dtype is _F32 and len(shape) == 2 and shape[1] == self.dim
                 and x0.get_device() == self._tindex and getattr(x0, self._on)
@@ -97,13 +97,28 @@ def _call(self, x0, out=None, cond=None, guidance=None, null_cond=None):
                 and (out is None or (type(out) is Tensor and out.dtype is _F32
                                      and out.shape == shape and out.get_device() == self._tindex
                                      and getattr(out, self._on) and out.is_contiguous()))):
-            if out is None:
-                out = torch.empty_like(x0)
-            st = self._launch_plain(self._ptr, x0.data_ptr(), out.data_ptr(), shape[0],
-                                    _raw_stream(self._index), self._err_ref)
-            if st:
-                _lib.raise_error(st, self._err)
-            return out
+            rows = shape[0]
+            if cond is None:
+                if not self.cond and guidance is None:
+                    if out is None:
+                        out = torch.empty_like(x0)
+                    st = self._launch_plain(self._ptr, x0.data_ptr(), out.data_ptr(), rows,
+                                            _raw_stream(self._index), self._err_ref)
+                    if st:
+                        _lib.raise_error(st, self._err)
+                    return out
+            elif (self.cond and (guidance is None or self.guidance) and rows <= self._reserved
+                  and type(cond) is Tensor and cond.dtype is _F32 and cond.shape == (rows, self.cond)
+                  and cond.get_device() == self._tindex and getattr(cond, self._on)
+                  and cond.is_contiguous()):
+                if out is None:
+                    out = torch.empty_like(x0)
+                st = self._launch(self._ptr, x0.data_ptr(), out.data_ptr(), cond.data_ptr(), 0,
+                                  1.0 if guidance is None else float(guidance), rows,
+                                  _raw_stream(self._index), self._err_ref)
+                if st:
+                    _lib.raise_error(st, self._err)
+                return out
     rows = _check_all(self, x0, out, cond, null_cond, guidance)
     if out is None:
         out = torch.empty_like(x0)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import flowgen
-from conftest import (DIGITS, FAMILY, family_case, family_cases, needs_torch, read_safetensors,
-                      rel, torch)
+from conftest import (DIGITS, DIGITS_COND, FAMILY, family_case, family_cases, needs_torch,
+                      read_safetensors, rel, torch)
 
 pytestmark = needs_torch
 
@@ -198,6 +198,47 @@ def test_the_plain_call_checks_inline(monkeypatch):
     p = torch.nn.Parameter(torch.zeros(3, 64), requires_grad=False)
     s(p, out=out)
     assert calls[-1][0] == "cond"
+
+
+def test_the_conditional_call_checks_inline(monkeypatch):
+    s = flowgen.Sampler.from_safetensors(DIGITS_COND, device="cpu", steps=2, guidance=True)
+    calls, _torch = gpu_in_disguise(s)
+    monkeypatch.setattr(_torch, "_raw_stream", lambda index: 77)
+    s._reserved = 3  # the conditioning workspace (reserve's) holds 3 rows
+    x0, out, c = torch.zeros(3, 64), torch.zeros(3, 64), torch.zeros(3, 10)
+    assert s(x0, out=out, cond=c) is out
+    y = s(x0, cond=c, guidance=2.5)
+    assert calls == [("cond", 1234, x0.data_ptr(), out.data_ptr(), c.data_ptr(), 0, 1.0, 3),
+                     ("cond", 1234, x0.data_ptr(), y.data_ptr(), c.data_ptr(), 0, 2.5, 3)]
+    bad = [  # what the inline checks pass on to the full ones, which refuse
+        (lambda: s(x0), ValueError, "the model is conditional (C=10)"),
+        (lambda: s(x0, cond=torch.zeros(3, 9)), ValueError, "cond: shape [3, 9], expected [3, 10]"),
+        (lambda: s(x0, cond=torch.zeros(2, 10)), ValueError, "cond: shape [2, 10], expected [3, 10]"),
+        (lambda: s(x0, cond=torch.zeros(10, 3).t()), ValueError, "cond: not contiguous"),
+        (lambda: s(x0, cond=torch.zeros(3, 10, dtype=torch.float64)), TypeError, "cond: dtype"),
+        (lambda: s(x0, cond=torch.zeros(3, 10, device="meta")), ValueError, "cond: on meta"),
+        (lambda: s(x0, cond=c.numpy()), TypeError, "cond: a ndarray"),
+    ]
+    for call, exc, words in bad:
+        n = len(calls)
+        with pytest.raises(exc, match=re.escape(words)):
+            call()
+        assert len(calls) == n, words
+    # a null conditioning, or more rows than the workspace holds: the full
+    # path (which grows the workspace first)
+    s(x0, cond=c, null_cond=torch.zeros(10))
+    assert calls[-1][0] == "cond" and calls[-1][5] != 0
+    grown = []
+    monkeypatch.setattr(_torch, "_grow", lambda sampler, rows: grown.append(rows))
+    big = torch.zeros(4, 64)
+    s(big, cond=torch.zeros(4, 10))
+    assert grown == [4] and calls[-1][7] == 4
+    # guidance on a sampler without it: the full checks' words
+    plain = flowgen.Sampler.from_safetensors(DIGITS_COND, device="cpu", steps=2)
+    gpu_in_disguise(plain)
+    plain._reserved = 3
+    with pytest.raises(flowgen.ArgumentError, match="build it with guidance=True"):
+        plain(x0, cond=c, guidance=2.0)
 
 
 def test_compile_fullgraph_calls_the_operator():
