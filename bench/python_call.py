@@ -2,7 +2,9 @@
 """The flowgen Python package's call against PyTorch, end to end (host and
 device), on one GPU: flowgen.Sampler (eager call, and the call replayed in a
 CUDA graph), PyTorch eager, eager replayed in a CUDA graph, torch.compile
-(default) and torch.compile(mode="max-autotune"), for B = 1 ... 65536.
+(default) and torch.compile(mode="max-autotune"), for B = 1 ... 65536; and
+flowgen's call of a conditional member of the same shape (C=10, the
+control loop's: s(x0, out=y, cond=c)).
 
 For each: latency, the median wall time of one call and a synchronize
 (what a caller waiting for its samples sees); host, the median wall time of
@@ -139,13 +141,20 @@ def bench(args):
     velocity = model.velocity.to(dtype)
     s = flowgen.Sampler.from_module(model, steps=steps, precision=args.precision)
     ref = flowgen.Sampler.from_module(model, steps=steps, device="cpu")
+    # the control loop's call: a conditional member (C=10) of the same shape
+    model_c = torch_ref.FlowModel(dim, hidden, cond=10).cuda()
+    s_c = flowgen.Sampler.from_module(model_c, steps=steps, precision=args.precision)
+    ref_c = flowgen.Sampler.from_module(model_c, steps=steps, device="cpu")
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
         torch._dynamo.reset()  # a fresh compile a batch size, no recompile limit
         x0 = torch.randn(batch, dim, device="cuda")
         xt = x0.to(dtype)
         y = torch.empty_like(x0)
+        c = torch.randn(batch, 10, device="cuda")
         expect = ref(x0.cpu().numpy(), out=np.empty((batch, dim)))
+        expect_c = ref_c(x0.cpu().numpy(), out=np.empty((batch, dim)), cond=c.cpu().numpy())
+        s_c.reserve(batch)
         runs = args.runs if batch <= 4096 else max(10, args.runs // 10)
 
         def flowgen_call():
@@ -156,6 +165,7 @@ def bench(args):
 
         candidates = {"flowgen": flowgen_call,
                       "flowgen graph": graphed(flowgen_call),
+                      "flowgen, C=10": lambda: s_c(x0, out=y, cond=c),
                       "torch eager": lambda: torch_eager(xt),
                       "torch graph": graphed(lambda: torch_eager(xt))}
         if "compile" not in args.skip:
@@ -173,7 +183,7 @@ def bench(args):
             torch.cuda.synchronize()
             got = fn()
             torch.cuda.synchronize()
-            err = rel_err(got.double().cpu().numpy(), expect)
+            err = rel_err(got.double().cpu().numpy(), expect_c if "C=10" in name else expect)
             rows.append({"batch": batch, "what": name, "latency_us": latency, "host_us": host,
                          "rel_err": err})
             print(f"B={batch:6d} {name:28s} latency {latency:10.1f} us  host {host:8.1f} us  "
