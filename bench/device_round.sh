@@ -63,6 +63,26 @@ cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 summary=""
 note() { summary="$summary
 $*"; }
+# compute-sanitizer memcheck (every case), racecheck and synccheck (the
+# smallest of each: --light) over `build/sanitize ARGS...`: a log
+# $out/NAME-TOOL.log and a summary line "LABEL: TOOL clean" each.
+sanitize_cases() {
+  name=$1 label=$2
+  shift 2
+  for tool in memcheck racecheck synccheck; do
+    light=--light
+    [ $tool = memcheck ] && light=
+    log=$out/$name-$tool.log
+    # shellcheck disable=SC2086 # $light: empty or one option
+    if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 \
+         build/sanitize $light "$@" > "$log" 2>&1; then
+      note "$label: $tool clean ($(grep -c ' relerr ' "$log") launches)"
+    else
+      note "$label: $tool FAILED ($name-$tool.log)"; status=1
+      tail -n 20 "$log"
+    fi
+  done
+}
 
 for part in "$@"; do
   case $part in
@@ -86,18 +106,8 @@ for part in "$@"; do
     grep -E 'FAILED|ERROR' "$out/tests.log" | head -40
     note "$(tail -n 3 "$out/tests.log")" ;;
   sanitize)
-    for tool in memcheck racecheck synccheck; do
-      light=--light
-      [ $tool = memcheck ] && light=
-      # shellcheck disable=SC2086 # $light and $tune: empty or one option
-      if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 \
-           build/sanitize $light $tune > "$out/sanitize-$tool.log" 2>&1; then
-        note "sanitize: $tool clean ($(grep -c ' relerr ' "$out/sanitize-$tool.log") launches)"
-      else
-        note "sanitize: $tool FAILED (sanitize-$tool.log)"; status=1
-        tail -n 20 "$out/sanitize-$tool.log"
-      fi
-    done ;;
+    # shellcheck disable=SC2086 # $tune: empty or one option
+    sanitize_cases sanitize sanitize $tune ;;
   bench)
     # shellcheck disable=SC2086
     build/bench $tune --json "$out/bench.json" > "$out/bench.txt" || status=1
@@ -202,20 +212,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
       wgmma=0
       [ $unit = wgmma ] && wgmma=1
       for shape in 33,2048 64,2048; do
-        for tool in memcheck racecheck synccheck; do
-          # no commas in names (they do not come back)
-          log=$out/gemm-$unit-$tool-$(echo "$shape" | tr , x).log
-          light=--light
-          [ $tool = memcheck ] && light=
-          # shellcheck disable=SC2086 # $light: empty or one option
-          if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
-               --tune gemm.wgmma=$wgmma --only gemm --shape $shape > "$log" 2>&1; then
-            note "gemm $unit $shape: $tool clean ($(grep -c ' relerr ' "$log") launches)"
-          else
-            note "gemm $unit $shape: $tool FAILED ($log)"; status=1
-            tail -n 20 "$log"
-          fi
-        done
+        # (no commas in the logs' names: they do not come back)
+        sanitize_cases "gemm-$unit-$(echo "$shape" | tr , x)" "gemm $unit $shape" \
+          --tune gemm.wgmma=$wgmma --only gemm --shape $shape
       done
     done
     shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
@@ -252,18 +251,7 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
       --json "$out/python-call-max.json" > "$out/python-call-max.txt" 2>&1 || status=1
     tail -n 40 "$out/python-call.txt" "$out/python-call-max.txt" ;;
   resident)
-    for tool in memcheck racecheck synccheck; do
-      light=--light
-      [ $tool = memcheck ] && light=
-      # shellcheck disable=SC2086 # $light: empty or one option
-      if timeout "${SANITIZE_TIMEOUT:-300}" "$cs" --tool $tool --error-exitcode 1 build/sanitize $light \
-           --tune grid.resident=1 --only grid > "$out/resident-$tool.log" 2>&1; then
-        note "resident: $tool clean ($(grep -c ' relerr ' "$out/resident-$tool.log") launches)"
-      else
-        note "resident: $tool FAILED (resident-$tool.log)"; status=1
-        tail -n 20 "$out/resident-$tool.log"
-      fi
-    done
+    sanitize_cases resident resident --tune grid.resident=1 --only grid
     shapes=${RESIDENT_SHAPES:-"256,2048,16;1024,2048,16;64,4096,16;128,512,16"}
     batches=${RESIDENT_BATCHES:-1,8,64}
     for round in 1 2; do

@@ -729,6 +729,15 @@ static void check_variant(const char *tune, const char *strategy, const variant_
   check_variant_within(tune, strategy, shapes, n_shapes, 1e-2);
 }
 
+/* The 16-bit shapes of the gemm tests: where the mma kernel does not fit
+ * (H=2048; H=4095 with rows of no multiple of 8), small ones (odd chunk
+ * counts at D=17 and D=3), every solver. */
+static const variant_shape gemm_half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16},
+                                          {33, 4095, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4},
+                                          {64, 2048, 2, FLOWGEN_PRECISION_FP16},
+                                          {17, 200, 3, FLOWGEN_PRECISION_FP16},
+                                          {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
+
 /* The gemm strategy on each precision's own operands (only=tiled:gemm):
  * tf32 m16n8k8, bf16 and fp16 m16n8k16 (ldmatrix B fragments from the
  * 16-bit copies), from batch 1057, at the precision's tolerance: where the
@@ -743,15 +752,10 @@ static void test_gemm_each_precision(void **state) {
                                        {33, 4095, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN},
                                        {64, 256, 4, FLOWGEN_PRECISION_TF32},
                                        {3, 100, 5, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_MIDPOINT}};
-  static const variant_shape half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16},
-                                       {33, 4095, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4},
-                                       {64, 2048, 2, FLOWGEN_PRECISION_FP16},
-                                       {17, 200, 3, FLOWGEN_PRECISION_FP16},
-                                       {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
-  const size_t n_tf32 = sizeof tf32 / sizeof *tf32, n_half = sizeof half / sizeof *half;
+  const size_t n_tf32 = sizeof tf32 / sizeof *tf32;
   check_variants_within("only=tiled:gemm", gemm, 1, tf32, n_tf32, 2e-4);
-  check_variants_within("only=tiled:gemm", gemm, 1, half, n_half, 2e-2);
-  check_variants_within("only=tiled:gemm,gemm.rows=32,gemm.chunk=64", gemm, 1, half + 3, 2, 2e-2);
+  check_variants_within("only=tiled:gemm", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
 }
 
@@ -774,21 +778,14 @@ static void test_grid_resident(void **state) {
 }
 
 /* gemm on wgmma (gemm.wgmma=1: bf16 and fp16 where the runtime builds for
- * sm_90a; elsewhere the dial changes nothing): test_gemm_each_precision's
- * 16-bit shapes (H=4095 with rows of no multiple of 8, odd chunk counts at
- * D=17 and D=3, every solver) in tiles of 64 rows, then 128 over 64. */
+ * sm_90a; elsewhere the dial changes nothing): the 16-bit gemm shapes in
+ * tiles of 64 rows, then 128 over 64. */
 static void test_gemm_wgmma(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   static const char *const gemm[] = {"gemm"};
-  static const variant_shape half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16},
-                                       {33, 4095, 3, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_RK4},
-                                       {64, 2048, 2, FLOWGEN_PRECISION_FP16},
-                                       {17, 200, 3, FLOWGEN_PRECISION_FP16},
-                                       {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
-  check_variants_within("only=tiled:gemm,gemm.wgmma=1", gemm, 1, half, sizeof half / sizeof *half,
-                        2e-2);
-  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.rows=128", gemm, 1, half, 2, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.wgmma=1", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.rows=128", gemm, 1, gemm_half, 2, 2e-2);
 }
 
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds

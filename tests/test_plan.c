@@ -253,6 +253,25 @@ static void expect_chain(const flowgen_spec *spec, const char *tune, const char 
   flowgen_kernel_free(k);
 }
 
+/* a's and b's chains are the same. */
+static void expect_same_chain(const flowgen_kernel *a, const flowgen_kernel *b) {
+  char *chain_a = chain_of(a), *chain_b = chain_of(b);
+  assert_string_equal(chain_a, chain_b);
+  free(chain_a);
+  free(chain_b);
+}
+
+/* spec under tune is refused (UNSUPPORTED), its message holding `message`. */
+static void expect_refused(const flowgen_spec *spec, const char *tune, const char *message) {
+  flowgen_options opts = {.tune = tune};
+  flowgen_kernel *k = NULL;
+  flowgen_error err = {FLOWGEN_OK, ""};
+  flowgen_status st = flowgen_generate(spec, &opts, &k, &err);
+  if (st != FLOWGEN_UNSUPPORTED || !strstr(err.message, message))
+    fail_msg("tune=%s: %s \"%s\", not UNSUPPORTED \"%s\"", tune, flowgen_status_name(st), err.message, message);
+  assert_null(k);
+}
+
 /* only= and skip=: strategies chosen or left out, the rest planned as if
  * they could not serve; only= plans a strategy whatever the weights (the
  * grid at 394 KB). */
@@ -360,10 +379,7 @@ static void test_gemm_wgmma_dial(void **state) {
   for (int p = 0; p < 2; ++p) {
     flowgen_spec spec = spec_of(256, 2048, p ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16, 90, true);
     flowgen_kernel *a = plan_of(&spec, plain), *k = plan_of(&spec, wg);
-    char *chain_a = chain_of(a), *chain_k = chain_of(k);
-    assert_string_equal(chain_a, chain_k);
-    free(chain_a);
-    free(chain_k);
+    expect_same_chain(a, k);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
     assert_string_equal(v->strategy, "gemm");
     assert_int_equal(v->rows_per_block, 64);
@@ -405,14 +421,7 @@ static void test_gemm_wgmma_dial(void **state) {
       {"only=tiled:gemm,gemm.wgmma=1,gemm.rows=32", "tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least"},
       {"gemm.wgmma=2", "gemm.wgmma=2 is not one of 0, 1"},
   };
-  for (size_t i = 0; i < COUNT(refused); ++i) {
-    flowgen_options opts = {.tune = refused[i].tune};
-    flowgen_kernel *none = NULL;
-    flowgen_error err = {FLOWGEN_OK, ""};
-    assert_int_equal(flowgen_generate(&bf16, &opts, &none, &err), FLOWGEN_UNSUPPORTED);
-    if (!strstr(err.message, refused[i].message)) fail_msg("%s: \"%s\"", refused[i].tune, err.message);
-    assert_null(none);
-  }
+  for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
 }
 
 /* grid.resident=1: each grid variant keeps its blocks' first tiles of the
@@ -423,10 +432,7 @@ static void test_grid_resident_dial(void **state) {
   (void)state;
   flowgen_spec spec = spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, false);
   flowgen_kernel *a = plan_of(&spec, "only=grid:tiled8:tiled"), *k = plan_of(&spec, "only=grid:tiled8:tiled,grid.resident=1");
-  char *chain_a = chain_of(a), *chain_k = chain_of(k);
-  assert_string_equal(chain_a, chain_k);
-  free(chain_a);
-  free(chain_k);
+  expect_same_chain(a, k);
   static const struct {
     const char *strategy, *kept;
   } kept[] = {{"grid_b1", "layers 1, 2, 3 in"}, {"grid_b8", "layers 1, 2, 3 in"}, {"grid_b64", "layer 1 in"}};
@@ -500,14 +506,7 @@ static void test_overrides_refused(void **state) {
   };
   for (size_t i = 0; i < COUNT(cases); ++i) {
     flowgen_spec spec = spec_of(cases[i].dim, cases[i].hidden, FLOWGEN_PRECISION_FP32, cases[i].arch, false);
-    flowgen_options opts = {.tune = cases[i].tune};
-    flowgen_kernel *k = NULL;
-    flowgen_error err = {FLOWGEN_OK, ""};
-    flowgen_status st = flowgen_generate(&spec, &opts, &k, &err);
-    if (st != FLOWGEN_UNSUPPORTED || !strstr(err.message, cases[i].message))
-      fail_msg("tune=%s: %s \"%s\", not UNSUPPORTED \"%s\"", cases[i].tune, flowgen_status_name(st), err.message,
-               cases[i].message);
-    assert_null(k);
+    expect_refused(&spec, cases[i].tune, cases[i].message);
   }
   /* empty entries are skipped; a strategy the plan does not have moves
    * nothing (one override serves many shapes, as skip=) */

@@ -164,6 +164,16 @@ def gpu_in_disguise(s):
     return calls, _torch
 
 
+def refused_without_launch(calls, bad):
+    """Each (call, exception, words) of bad raises its words and launches
+    nothing (the inline checks passed it on to the full ones)."""
+    for call, exc, words in bad:
+        n = len(calls)
+        with pytest.raises(exc, match=re.escape(words)):
+            call()
+        assert len(calls) == n, words
+
+
 def test_the_plain_call_checks_inline(monkeypatch):
     s = flowgen.Sampler.from_safetensors(DIGITS, device="cpu", steps=2)
     calls, _torch = gpu_in_disguise(s)
@@ -189,11 +199,7 @@ def test_the_plain_call_checks_inline(monkeypatch):
         (lambda: s(x0, out=torch.zeros(3, 64, device="meta")), ValueError, "out: on meta"),
         (lambda: s(x0, out=out.numpy()), TypeError, "out: a ndarray"),
     ]
-    for call, exc, words in bad:
-        n = len(calls)
-        with pytest.raises(exc, match=re.escape(words)):
-            call()
-        assert len(calls) == n, words
+    refused_without_launch(calls, bad)
     # a subclass of Tensor takes the full checks, and passes them
     p = torch.nn.Parameter(torch.zeros(3, 64), requires_grad=False)
     s(p, out=out)
@@ -219,11 +225,7 @@ def test_the_conditional_call_checks_inline(monkeypatch):
         (lambda: s(x0, cond=torch.zeros(3, 10, device="meta")), ValueError, "cond: on meta"),
         (lambda: s(x0, cond=c.numpy()), TypeError, "cond: a ndarray"),
     ]
-    for call, exc, words in bad:
-        n = len(calls)
-        with pytest.raises(exc, match=re.escape(words)):
-            call()
-        assert len(calls) == n, words
+    refused_without_launch(calls, bad)
     # a null conditioning, or more rows than the workspace holds: the full
     # path (which grows the workspace first)
     s(x0, cond=c, null_cond=torch.zeros(10))
