@@ -627,6 +627,60 @@ static const char gemm_wgmma_probe[] =
     "  layer<64, 128, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 128 + j] = acc; });\n"
     "}\n";
 
+/* bf16 bits of v (exact for the small integers the mapping run uses). */
+static uint16_t bf16_bits(float v) {
+  v = round_bf16(v);
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)(u >> 16);
+}
+
+/* The probe's layer run on A = the identity (ROWS = IN = 64) and weights
+ * that hold their own input index, then their own output index: D[r][j]
+ * must be r, then j.  Where it is not, the message names the weight each
+ * output read (W[i'][j'] for W[r][j]): a wrong byte offset in the
+ * descriptor shows as inputs or outputs read from the wrong core matrix. */
+static void probe_mapping(const probe_kernel *p, int rows_in, int in, int out) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  size_t na = (size_t)rows_in * in, nw = (size_t)in * out, nd = (size_t)rows_in * out;
+  float *a = calloc(na, sizeof *a), *d[2] = {malloc(nd * sizeof(float)), malloc(nd * sizeof(float))};
+  uint16_t *w = malloc(nw * sizeof *w);
+  assert_non_null(a);
+  assert_non_null(d[0]);
+  assert_non_null(d[1]);
+  assert_non_null(w);
+  for (int r = 0; r < rows_in && r < in; ++r) a[(size_t)r * in + r] = 1.0f;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < in; ++i)
+      for (int j = 0; j < out; ++j) w[(size_t)i * out + j] = bf16_bits((float)(pass == 0 ? i : j));
+    CUdeviceptr da = probe_upload(a, na * sizeof *a), dw = probe_upload(w, nw * sizeof *w);
+    CUdeviceptr dd = probe_upload(NULL, nd * sizeof(float));
+    int rows = rows_in;
+    void *args[] = {&da, &dw, &dd, &rows};
+    probe_run(p, 256, args);
+    assert_int_equal(cu->cuMemcpyDtoH(d[pass], dd, nd * sizeof(float)), CUDA_SUCCESS);
+    cu->cuMemFree(da);
+    cu->cuMemFree(dw);
+    cu->cuMemFree(dd);
+  }
+  int wrong = 0;
+  char first[512] = "";
+  size_t used = 0;
+  for (int r = 0; r < rows_in && r < in; ++r)
+    for (int j = 0; j < out; ++j) {
+      const float gi = d[0][(size_t)r * out + j], gj = d[1][(size_t)r * out + j];
+      if (gi == (float)r && gj == (float)j) continue;
+      if (wrong++ < 6 && used < sizeof first - 64)
+        used += (size_t)snprintf(first + used, sizeof first - used, " D[%d][%d] read W[%g][%g];", r, j, gi, gj);
+    }
+  free(a);
+  free(d[0]);
+  free(d[1]);
+  free(w);
+  if (wrong) fail_msg("%d of %d outputs read the wrong weight (A = I, D[r][j] should read W[r][j]):%s", wrong,
+                      rows_in * out, first);
+}
+
 static void test_gemm_wgmma_probe(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -640,12 +694,8 @@ static void test_gemm_wgmma_probe(void **state) {
   static uint16_t packed[IN * OUT];
   fg_test_fill_uniform(a, ROWS * IN, fg_test_seed() + 3, 1.0f);
   fg_test_fill_uniform(w, IN * OUT, fg_test_seed() + 4, 1.0f);
-  for (int e = 0; e < IN * OUT; ++e) {
-    const float v = round_bf16(w[e]);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    packed[e] = (uint16_t)(u >> 16);
-  }
+  for (int e = 0; e < IN * OUT; ++e) packed[e] = bf16_bits(w[e]);
+  probe_mapping(&p, ROWS, IN, OUT);
   const fg_cuda_api *cu = fg_cuda(NULL);
   for (int rows = ROWS; rows >= 50; rows -= 14) {
     for (int e = 0; e < ROWS * OUT; ++e) d[e] = NAN;
