@@ -9,8 +9,10 @@
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync;
 -- under gemm.wgmma=1, bf16 and fp16 on sm_90a take wgmma instead (tiles of
--- 64 or 128 rows, a warpgroup's products asynchronous, one chunk's in
--- flight while the next is staged): not planned otherwise until timed.
+-- 64 or 128 rows, both operands from shared memory, a warpgroup's products
+-- asynchronous, one chunk's in flight while the next is staged; the
+-- activations kept in the scratch area in 16 bits): not planned otherwise
+-- until timed.
 
 local lib = import("lib")
 local grid = import("grid")
@@ -36,6 +38,18 @@ function M.rows(spec)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
 end
 
+-- Whether the products are wgmma (gemm.wgmma=1 on bf16 or fp16 operands,
+-- for sm_90a): then the activations in the scratch area are 16-bit.
+local function on_wgmma(ctx, kind)
+  local spec = ctx.spec
+  return ctx.tune:dial(M.name, "wgmma", 0) == 1 and (kind == "bf16" or kind == "fp16")
+         and spec.arch == 90 and spec.arch_specific or false
+end
+
+-- The 16-bit rows of wgmma's activations: 8 elements (16 bytes, a copy)
+-- at a time.
+local function strides16(spec) return lib.round_up(spec.dim, 8), lib.round_up(spec.hidden, 8) end
+
 -- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
 -- `weights` (segments), else nil (before sm_80, or where its stages do not
 -- fit shared memory).
@@ -50,18 +64,18 @@ function M.variant(ctx, kind, weights)
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
   -- (the dial leaves tf32 and tf32x3, and other targets, as they are)
-  local wg = ctx.tune:dial(M.name, "wgmma", 0) == 1 and half and spec.arch == 90 and spec.arch_specific
+  local wg = on_wgmma(ctx, kind)
   if wg and blocks > 1 then refuse("tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM") end
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
-  local function a_floats_of(mt, bk) return 32 * mt * (bk + a_pad) end
+  -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
+  local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
   -- wgmma's weights: 8 x 8 core matrices, no padding
   local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 end
   local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
-  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, 32) <= limit
-  -- (wgmma's: 64, whose registers fit; 128 spills some shapes)
-  local max_mt = ctx.tune:dial(M.name, "rows", (tall and not wg) and 128 or 64) // 32
+  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, wg and 64 or 32) <= limit
+  local max_mt = ctx.tune:dial(M.name, "rows", tall and 128 or 64) // 32
   if blocks > 1 and max_mt > 2 then
     refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
   end
@@ -93,11 +107,10 @@ function M.variant(ctx, kind, weights)
   end
   -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
   -- fit (faster there; with taller tiles the layer takes every register
-  -- and the kernel spills around its calls).
-  -- (wgmma's: 32, whose A fragments of two chunks leave registers to
-  -- spare; 64 spills a little)
+  -- and the kernel spills around its calls); wgmma's 64 (its registers hold
+  -- only the accumulators).
   local bk = ctx.tune:dial(M.name, "chunk",
-                           (not wg and tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
+                           (wg or tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
   local a_floats, b_floats = a_floats_of(tallest, bk), b_floats_of(bk)
   -- as many stages as fit, up to 4 (3 with two blocks a SM); wgmma's up
   -- to 6 (it loads kPipe - 2 chunks ahead: one chunk's products are in
@@ -117,13 +130,25 @@ function M.variant(ctx, kind, weights)
     x_stride = lib.round_up(D, 4), h_stride = lib.round_up(H, 4),
     gemm_bn = BN, gemm_bk = bk, gemm_stages = stages,
     weights = weights,
+    -- wgmma's 16-bit activations: rows of h and of layer 1's input (x, or
+    -- a later stage's input), in elements
+    h16_stride = wg and select(2, strides16(spec)) or nil,
+    x16_stride = wg and strides16(spec) or nil,
   })
 end
 
--- Floats of its activations in the scratch area.
-function M.scratch(ctx)
+-- Floats of its activations in the scratch area, on operands of `kind`
+-- (mma.lua's).  On wgmma: the state and the sums (fp32) and, in 16 bits, h
+-- (two buffers) and layer 1's input.
+function M.scratch(ctx, kind)
   local spec = ctx.spec
-  return grid.scratch_activations(ctx, M.rows(spec), lib.round_up(spec.dim, 4), lib.round_up(spec.hidden, 4), true)
+  local rows, x_stride = M.rows(spec), lib.round_up(spec.dim, 4)
+  if on_wgmma(ctx, kind) then
+    local x16, h16 = strides16(spec)
+    local multi = #ctx.solver.c > 1
+    return rows * (lib.hidden_rows(spec) * h16 + x16 // 2 + (multi and 2 or 1) * x_stride)
+  end
+  return grid.scratch_activations(ctx, rows, x_stride, lib.round_up(spec.hidden, 4), true)
 end
 
 return M

@@ -249,7 +249,7 @@ return function(spec)
   launch.describe(variants)
   -- the scratch area of the persistent grids (planned or not: kept so)
   local scratch = c.grid and S.grid.scratch_activations(ctx, S.grid.ROWS, spec.dim, spec.hidden, false) or 0
-  if c.gemm then scratch = math.max(scratch, S.gemm.scratch(ctx)) end
+  if c.gemm then scratch = math.max(scratch, S.gemm.scratch(ctx, c.kind)) end
   local segments, floats = params.layout(spec, copies(ctx, c, variants, scratch), #solver.c)
   for _, v in ipairs(variants) do v.params_bytes = 4 * floats end
   return {

@@ -368,11 +368,13 @@ static void test_dials(void **state) {
   flowgen_kernel_free(k);
 }
 
-/* gemm.wgmma=1: bf16 and fp16 on sm_90a take wgmma (m64n64k16 on B stored
- * N-major, trans-b 1; tiles of 64 rows, 128 under gemm.rows=128 with 64
- * below; 32 inputs a stage, 6 stages; nothing else in the plan moves);
- * tf32, and sm_90 without its arch-specific target, keep mma.sync; two
- * blocks a SM and 32-row tiles are refused. */
+/* gemm.wgmma=1: bf16 and fp16 on sm_90a take wgmma (m64n128k16, A and B
+ * from shared memory, A K-major and B N-major: trans-a 0, trans-b 1; tiles
+ * of 128 rows with 64 below, 64 at most under gemm.rows=64; 64 inputs a
+ * stage, 6 stages; the activations in 16 bits in the scratch area, which
+ * is as large as they need; nothing else in the plan moves); tf32, and
+ * sm_90 without its arch-specific target, keep mma.sync; two blocks a SM
+ * and 32-row tiles are refused. */
 static void test_gemm_wgmma_dial(void **state) {
   (void)state;
   static const char *const plain = "only=tiled:gemm", *const wg = "only=tiled:gemm,gemm.wgmma=1";
@@ -382,23 +384,26 @@ static void test_gemm_wgmma_dial(void **state) {
     expect_same_chain(a, k);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
     assert_string_equal(v->strategy, "gemm");
-    assert_int_equal(v->rows_per_block, 64);
+    assert_int_equal(v->rows_per_block, 128);
     const char *src = flowgen_kernel_source(k);
-    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                                  : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "));
-    assert_non_null(strstr(src, "p, 1, 1, 1;"));
+    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                                  : "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "));
+    assert_non_null(strstr(src, "p, 1, 1, 0, 1;"));
     assert_non_null(strstr(src, "constexpr int kPipe = 6;  // pipeline stages: kPipe - 2 loads in flight"));
-    assert_non_null(strstr(src, "constexpr int kBK = 32;"));
+    assert_non_null(strstr(src, "constexpr int kBK = 64;"));
+    assert_non_null(strstr(src, "put16(at16(params, kH1) + r * kHStride + j, silu("));
     assert_null(strstr(src, "load_b<kBStride>"));
+    /* h1, h2 (2048 x 2048 x 2 bytes each), the state (2048 x 256 x 4), its
+     * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
+    assert_true(v->params_bytes < flowgen_kernel_variant(a, flowgen_kernel_variant_count(a) - 1)->params_bytes);
     assert_null(strstr(flowgen_kernel_source(a), "wgmma.mma_async"));
     flowgen_kernel_free(a);
     flowgen_kernel_free(k);
   }
   flowgen_spec bf16 = spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, true);
-  flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.rows=128");
-  assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 128);
-  assert_non_null(strstr(flowgen_kernel_source(k), "m64n128k16"));
-  assert_non_null(strstr(flowgen_kernel_source(k), "if constexpr (MT > 2) {"));
+  flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.rows=64");
+  assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
+  assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
   /* the dial changes nothing where wgmma does not serve */
   const flowgen_spec same[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
