@@ -34,8 +34,9 @@
 #   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
 #              mma kernel does not fit): compute-sanitizer over its
 #              build/sanitize cases (and bf16's and fp16's on wgmma,
-#              gemm.wgmma=1), then the tiled kernel, gemm and gemm on wgmma,
-#              the same points interleaved (GEMM_SHAPES, GEMM_BATCHES)
+#              gemm.wgmma=1), then the tiled kernel, gemm and gemm on wgmma
+#              (tiles of 128 and of 256 outputs), the same points interleaved
+#              (GEMM_SHAPES, GEMM_BATCHES)
 #   resident   the grid variants with resident weights (grid.resident=1):
 #              compute-sanitizer over build/sanitize's grid cases under the
 #              dial, then the grid variants with and without it, the same
@@ -208,22 +209,24 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     done < "$out/variants.txt"
     cat "$out/startup.txt" ;;
   gemm)
-    for unit in mma wgmma; do
-      wgmma=0
-      [ $unit = wgmma ] && wgmma=1
+    for unit in mma wgmma wgmma256; do
+      t=gemm.wgmma=0
+      [ $unit = wgmma ] && t=gemm.wgmma=1
+      [ $unit = wgmma256 ] && t=gemm.wgmma=1,gemm.n=256
       for shape in 33,2048 64,2048; do
         # (no commas in the logs' names: they do not come back)
         sanitize_cases "gemm-$unit-$(echo "$shape" | tr , x)" "gemm $unit $shape" \
-          --tune gemm.wgmma=$wgmma --only gemm --shape $shape
+          --tune $t --only gemm --shape $shape
       done
     done
     shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
     batches=${GEMM_BATCHES:-1057,4096,65536}
     for round in 1 2; do
-      for who in tiled gemm wgmma; do
+      for who in tiled gemm wgmma wgmma256; do
         t=only=tiled
         [ $who = gemm ] && t=only=tiled:gemm
         [ $who = wgmma ] && t=only=tiled:gemm,gemm.wgmma=1
+        [ $who = wgmma256 ] && t=only=tiled:gemm,gemm.wgmma=1,gemm.n=256
         build/bench --quick --no-startup --no-baseline --tune $t --precisions tf32,bf16,fp16 \
           --shapes "$shapes" --batches "$batches" --json "$out/gemm-$who-$round.json" \
           > "$out/gemm-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/gemm-$who-$round.txt"; }
@@ -233,7 +236,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
       | tee "$out/gemm.txt" | tail -n 40
     # tf32 ignores the dial: its rows time the same kernel twice
     python3 bench/before_after.py "$out"/gemm-gemm-*.json -- "$out"/gemm-wgmma-*.json \
-      | tee "$out/gemm-wgmma.txt" | tail -n 40 ;;
+      | tee "$out/gemm-wgmma.txt" | tail -n 40
+    python3 bench/before_after.py "$out"/gemm-wgmma-*.json -- "$out"/gemm-wgmma256-*.json \
+      | tee "$out/gemm-wgmma256.txt" | tail -n 40 ;;
   python)
     # the package from this tree, for these commands only
     py() {

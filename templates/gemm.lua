@@ -25,6 +25,7 @@ M.dials = {
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
   chunk = {32, 64},      -- inputs a pipeline stage
   wgmma = {0, 1},        -- 1: bf16 and fp16 on sm_90a take wgmma (one block a SM)
+  n = {128, 256},        -- outputs a tile (256: wgmma's only)
 }
 
 local BN, STAGES, THREADS = 128, 4, 256
@@ -66,6 +67,10 @@ function M.variant(ctx, kind, weights)
   -- (the dial leaves tf32 and tf32x3, and other targets, as they are)
   local wg = on_wgmma(ctx, kind)
   if wg and blocks > 1 then refuse("tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM") end
+  -- outputs a tile: wgmma's 128 or 256 (a warpgroup's m64n256 accumulators
+  -- in 128-row tiles: a quarter less operand traffic than 128 x 128)
+  local BN = ctx.tune:dial(M.name, "n", BN)
+  if BN ~= 128 and not wg then refuse(string.format("tune: gemm.n=%d needs gemm.wgmma=1 (wgmma's tiles)", BN)) end
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
   local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
@@ -118,6 +123,9 @@ function M.variant(ctx, kind, weights)
   local stages, fewest = wg and 6 or blocks == 1 and STAGES or 3, wg and 3 or 2
   while stages > fewest and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
   local shared = 4 * stages * (a_floats + b_floats)
+  -- wgmma's tiles leave their sums in the stages for the epilogue (fp32,
+  -- rows of BN + 8)
+  if wg then shared = math.max(shared, 4 * 32 * tallest * (BN + 8)) end
   if shared > limit then return nil end
   return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {

@@ -831,13 +831,14 @@ static void test_grid_resident(void **state) {
 /* gemm on wgmma (gemm.wgmma=1: bf16 and fp16 where the runtime builds for
  * sm_90a; elsewhere the dial changes nothing; the activations in 16 bits
  * in the scratch area): the 16-bit gemm shapes in tiles of 128 rows over
- * 64, then of 64 alone. */
+ * 64, then of 64 alone, then of 256 outputs. */
 static void test_gemm_wgmma(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   static const char *const gemm[] = {"gemm"};
   check_variants_within("only=tiled:gemm,gemm.wgmma=1", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.rows=64", gemm, 1, gemm_half, 2, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.n=256", gemm, 1, gemm_half, 2, 2e-2);
 }
 
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds

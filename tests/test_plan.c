@@ -372,9 +372,10 @@ static void test_dials(void **state) {
  * from shared memory, A K-major and B N-major: trans-a 0, trans-b 1; tiles
  * of 128 rows with 64 below, 64 at most under gemm.rows=64; 64 inputs a
  * stage, 6 stages; the activations in 16 bits in the scratch area, which
- * is as large as they need; nothing else in the plan moves); tf32, and
- * sm_90 without its arch-specific target, keep mma.sync; two blocks a SM
- * and 32-row tiles are refused. */
+ * is as large as they need; nothing else in the plan moves; 256 outputs a
+ * tile under gemm.n=256); tf32, and sm_90 without its arch-specific
+ * target, keep mma.sync; two blocks a SM, 32-row tiles and 256 outputs
+ * without wgmma are refused. */
 static void test_gemm_wgmma_dial(void **state) {
   (void)state;
   static const char *const plain = "only=tiled:gemm", *const wg = "only=tiled:gemm,gemm.wgmma=1";
@@ -405,6 +406,11 @@ static void test_gemm_wgmma_dial(void **state) {
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
+  /* tiles of 256 outputs: m64n256k16 a warpgroup in 128-row tiles */
+  k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.n=256");
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kBN = 256;"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
+  flowgen_kernel_free(k);
   /* the dial changes nothing where wgmma does not serve */
   const flowgen_spec same[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
                                spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
@@ -424,6 +430,8 @@ static void test_gemm_wgmma_dial(void **state) {
   } refused[] = {
       {"only=tiled:gemm,gemm.wgmma=1,gemm.per_sm=2", "tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM"},
       {"only=tiled:gemm,gemm.wgmma=1,gemm.rows=32", "tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least"},
+      {"only=tiled:gemm,gemm.n=256", "tune: gemm.n=256 needs gemm.wgmma=1 (wgmma's tiles)"},
+      {"gemm.n=64", "gemm.n=64 is not one of 128, 256"},
       {"gemm.wgmma=2", "gemm.wgmma=2 is not one of 0, 1"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
