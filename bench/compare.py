@@ -5,8 +5,11 @@ PyTorch eager + CUDA graph in the same precision; then, per precision,
 the points compared, the slower ones and the least ratio.
 
 usage: python3 bench/compare.py bench.json pytorch.json... [--markdown]
+                                [--peak gemm_peak.json]
   (one pytorch.json a precision, as bench/pytorch_baseline.py --precision
-  writes them; bench.json may hold every precision)
+  writes them; bench.json may hold every precision; --peak: PyTorch's own
+  [B, H] x [H, H]^T of the same H, B and precision, as bench/gemm_peak.py
+  writes it, and flowgen's TFLOP/s as a share of it)
 exit status: 0 when flowgen is faster at every point both sides have,
 1 otherwise, 2 on bad input.
 """
@@ -27,19 +30,37 @@ def key_of(r):
     return (r["dim"], r["hidden"], r["steps"], r["batch"], r.get("precision", "fp32"))
 
 
+def usage():
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    markdown = "--markdown" in sys.argv[1:]
+    argv = sys.argv[1:]
+    peaks = {}
+    if "--peak" in argv:
+        i = argv.index("--peak")
+        if i + 1 >= len(argv):
+            usage()
+        try:
+            peaks = {(r["hidden"], r["batch"], r["precision"]): r["tflops"] for r in load(argv[i + 1])}
+        except (KeyError, TypeError) as e:
+            print(f"compare.py: {argv[i + 1]}: a result without {e}", file=sys.stderr)
+            sys.exit(2)
+        del argv[i:i + 2]
+    args = [a for a in argv if not a.startswith("--")]
+    markdown = "--markdown" in argv
     if len(args) < 2:
-        sys.exit(__doc__)
+        usage()
     ours = load(args[0])
     peer = {}
     for path in args[1:]:
         peer.update({key_of(r): r for r in load(path)})
     if markdown:
         print("| precision | D | H | S | B | flowgen µs | strategy | TFLOP/s | relerr "
-              "| PyTorch graph µs | eager µs | speed-up |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+              "| PyTorch graph µs | eager µs | speed-up |" + (" of GEMM peak |" if peaks else ""))
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+              + (" ---: |" if peaks else ""))
     per = {}  # precision -> [points, slower, least ratio]
     for r in ours:
         k = key_of(r)
@@ -54,11 +75,16 @@ def main():
         stats[2] = min(stats[2], ratio)
         row = (k[4], *k[:4], r["median_us"], r["strategy"], r.get("tflops", 0.0), r["relerr"],
                graph, eager, ratio)
+        # flowgen's TFLOP/s over PyTorch's plain GEMM of the hidden layer's size
+        peak = peaks.get((k[1], k[3], k[4]))
+        share = "" if peak is None else " %.0f%%" % (100.0 * r.get("tflops", 0.0) / peak)
         if markdown:
-            print("| %s | %d | %d | %d | %d | %.1f | %s | %.1f | %.1e | %.1f | %.1f | %.2f× |" % row)
+            print("| %s | %d | %d | %d | %d | %.1f | %s | %.1f | %.1e | %.1f | %.1f | %.2f× |" % row
+                  + (" %s |" % share.strip() if peaks else ""))
         else:
             print("%-4s D=%-5d H=%-5d S=%-4d B=%-7d flowgen %11.1f us %-10s %6.1f TFLOP/s "
                   "relerr %.1e  torch graph %11.1f us eager %11.1f us  x%.2f" % row
+                  + (" " + share + " of GEMM peak" if share else "")
                   + ("  SLOWER" if ratio <= 1 else ""))
     slower = 0
     for precision, (points, worse, least) in sorted(per.items()):

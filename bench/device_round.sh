@@ -18,7 +18,9 @@
 #              PyTorch in each precision (PRECISION_BATCHES narrows it)
 #   sweep      shapes x batches x precisions against PyTorch in the same
 #              precision (bench/compare.py; SWEEP_SHAPES, SWEEP_BATCHES,
-#              SWEEP_PRECISIONS, default fp32); bench/plot_speedup.sh draws
+#              SWEEP_PRECISIONS, default fp32), each point's TFLOP/s also
+#              as a share of PyTorch's plain GEMM of its hidden width and
+#              batch (bench/gemm_peak.py); bench/plot_speedup.sh draws
 #              the JSON it leaves.  The wide models' sweep:
 #              SWEEP_SHAPES="32,512,4;256,2048,16;1024,4096,16;..."
 #              SWEEP_BATCHES=1,8,64,1024,4096,65536
@@ -148,8 +150,13 @@ for part in "$@"; do
           || status=1
         peers="$peers $out/sweep-pytorch-$p.json"
       done
+      # PyTorch's plain GEMM of each hidden width and batch: the yardstick
+      # for flowgen's TFLOP/s
+      python3 bench/gemm_peak.py --precisions "$precisions" --shapes "$shapes" --batches "$batches" \
+        --json "$out/sweep-gemm-peak.json" > "$out/sweep-gemm-peak.txt" 2>&1 || status=1
       # shellcheck disable=SC2086 # $peers: one file a precision
-      python3 bench/compare.py "$out/sweep.json" $peers > "$out/sweep-compare.txt" 2>&1
+      python3 bench/compare.py "$out/sweep.json" $peers --peak "$out/sweep-gemm-peak.json" \
+        > "$out/sweep-compare.txt" 2>&1
       grep -E 'SLOWER|^compare' "$out/sweep-compare.txt" | tail -n 40
     fi ;;
   compare)
