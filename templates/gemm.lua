@@ -25,7 +25,7 @@ M.dials = {
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
   chunk = {32, 64},      -- inputs a pipeline stage
   wgmma = {0, 1},        -- 1: bf16 and fp16 on sm_90a take wgmma (one block a SM)
-  n = {128, 256},        -- outputs a tile (256: wgmma's only)
+  n = {128, 256},        -- outputs a tile of gemm on wgmma (mma.sync's: 128)
 }
 
 local BN, STAGES, THREADS = 128, 4, 256
@@ -68,9 +68,10 @@ function M.variant(ctx, kind, weights)
   local wg = on_wgmma(ctx, kind)
   if wg and blocks > 1 then refuse("tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM") end
   -- outputs a tile: wgmma's 128 or 256 (a warpgroup's m64n256 accumulators
-  -- in 128-row tiles: a quarter less operand traffic than 128 x 128)
-  local BN = ctx.tune:dial(M.name, "n", BN)
-  if BN ~= 128 and not wg then refuse(string.format("tune: gemm.n=%d needs gemm.wgmma=1 (wgmma's tiles)", BN)) end
+  -- in 128-row tiles: a quarter less operand traffic than 128 x 128);
+  -- mma.sync's 128 whatever the dial (as gemm.wgmma, it changes nothing
+  -- where wgmma does not serve)
+  local BN = wg and ctx.tune:dial(M.name, "n", BN) or BN
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
   local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
