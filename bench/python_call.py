@@ -8,8 +8,11 @@ control loop's: s(x0, out=y, cond=c)).
 
 For each: latency, the median wall time of one call and a synchronize
 (what a caller waiting for its samples sees); host, the median wall time of
-the call returning (the enqueue: Python, checks, launch); the error against
-the fp64 reference (flowgen's CPU reference) of the same x0.
+the call returning (the enqueue: Python, checks, launch), calls back to
+back, as build/bench times the C call; host from idle, the same with the
+GPU idle before each call (a control loop's call, which waits for each
+result: no queue of earlier launches behind it); the error against the
+fp64 reference (flowgen's CPU reference) of the same x0.
 
     python3 bench/python_call.py [--shape 64,256,32] [--batches 1,8,...]
                                  [--precision fp32] [--skip compile-max]
@@ -37,10 +40,13 @@ from flowgen import torch_ref
 BATCHES = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,32768,65536"
 
 
-def median_us(fn, runs, sync=None):
-    """The median of runs wall times of fn() (then sync()), in us."""
+def median_us(fn, runs, sync=None, before=None):
+    """The median of runs wall times of fn() (then sync()), in us; before()
+    runs ahead of each, untimed."""
     times = []
     for _ in range(runs):
+        if before:
+            before()
         t0 = time.perf_counter()
         fn()
         if sync:
@@ -181,12 +187,15 @@ def bench(args):
             latency = median_us(fn, runs, torch.cuda.synchronize)
             host = median_us(fn, runs)
             torch.cuda.synchronize()
+            idle = median_us(fn, runs, before=torch.cuda.synchronize)
+            torch.cuda.synchronize()
             got = fn()
             torch.cuda.synchronize()
             err = rel_err(got.double().cpu().numpy(), expect_c if "C=10" in name else expect)
             rows.append({"batch": batch, "what": name, "latency_us": latency, "host_us": host,
-                         "rel_err": err})
+                         "host_idle_us": idle, "rel_err": err})
             print(f"B={batch:6d} {name:28s} latency {latency:10.1f} us  host {host:8.1f} us  "
+                  f"from idle {idle:8.1f} us  "
                   f"err {err:.2e}", flush=True)
     return rows
 
