@@ -59,7 +59,7 @@ TESTS    := $(patsubst %,$(BUILD)/tests/%,$(SLOW_TESTS)) \
               $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)))
 TEST_SUPPORT := $(BUILD)/obj/tests/support.o
 
-.PHONY: all lib cli tests test test-gpu test-python check-layers bench probe launcher-bench demo demo-cond deps asan valgrind fuzz fuzz-build \
+.PHONY: all lib cli tests test test-gpu test-python pyext check-layers bench probe launcher-bench demo demo-cond deps asan valgrind fuzz fuzz-build \
         fuzz-targets clean install uninstall help
 all: cli lib $(BUILD)/bench $(BUILD)/sanitize
 
@@ -104,6 +104,7 @@ help:
 	@echo "make test       CPU tests (GPU tests skip themselves without a GPU)"
 	@echo "make test-gpu   the tests with a GPU required (no skipping)"
 	@echo "make test-python  pip install . into $(PYVENV), then pytest python/tests"
+	@echo "make pyext      the package's optional extension in python/flowgen (for PYTHONPATH=python)"
 	@echo "                (PYTHON_TORCH=1: torch too, ~5 GB, for the torch tests)"
 	@echo "                (FLOWGEN_TEST_JOBS=N: test programs at a time; default the CPUs)"
 	@echo "make bench      build/bench on the GPU: device time, TFLOP/s, error, start-up;"
@@ -292,6 +293,14 @@ test-gpu: tests
 # torch is in that environment (PYTHON_TORCH=1 installs it from PyPI: about
 # 5 GB; .ci/run does where the disk allows), the GPU ones without a GPU.
 PYVENV ?= $(BUILD)/venv
+# The optional extension flowgen._fast (python/flowgen/_fast.c) built in the
+# source tree, for the package used from it (python/ on PYTHONPATH, as
+# bench/device_round.sh does); pip install . builds its own.  The stable
+# ABI: this build serves every Python from 3.10.
+PY_INCLUDE = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+pyext: python/flowgen/_fast.abi3.so
+python/flowgen/_fast.abi3.so: python/flowgen/_fast.c
+	$(CC) -O2 -shared -fPIC -Wall -Wextra -I$(PY_INCLUDE) $< -o $@
 test-python: cli lib
 	@test -x $(PYVENV)/bin/pip || $(PYTHON) -m venv $(PYVENV)
 	FLOWGEN_BUILD_DIR=$(BUILD) $(PYVENV)/bin/pip install -q --upgrade ".[test]"
@@ -387,4 +396,4 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(wildcard include/*.h)))
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz python/flowgen/_fast.abi3.so

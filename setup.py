@@ -1,13 +1,17 @@
 """The build step of the Python package (pyproject.toml holds the rest):
 `make lib cli` in the repository, then libflowgen.so and the flowgen binary
 copied into the package, and flowgen/_version.py written from
-include/flowgen.h.  The wheel is platform-specific (it carries ELF files)."""
+include/flowgen.h; and the optional extension flowgen._fast (the launch
+calls without ctypes; Python 3.10 on, its stable ABI; where it cannot be
+built, the package calls through ctypes).  The wheel is platform-specific
+(it carries ELF files)."""
 import os
 import re
 import shutil
 import subprocess
+import sys
 
-from setuptools import Distribution, setup
+from setuptools import Distribution, Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -41,4 +45,8 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(version=version(), cmdclass={"build_py": BuildWithMake}, distclass=BinaryDistribution)
+FAST = [Extension("flowgen._fast", ["python/flowgen/_fast.c"], py_limited_api=True, optional=True,
+                  define_macros=[("Py_LIMITED_API", "0x030A0000")])] if sys.version_info >= (3, 10) else []
+
+setup(version=version(), cmdclass={"build_py": BuildWithMake}, distclass=BinaryDistribution,
+      ext_modules=FAST)

@@ -51,7 +51,10 @@
 #              bench/python_call.py with torch.compile (PYTHON_BATCHES; the
 #              max-autotune column at PYTHON_MAX_BATCHES).  Where Lua 5.4,
 #              jansson or pytest are missing, build/pylib carries them (its
-#              .so files and a site/ of unpacked wheels).
+#              .so files and a site/ of unpacked wheels); `make pyext` builds
+#              python/flowgen/_fast.abi3.so, the launch calls without ctypes
+#              (stable ABI: it loads in any Python from 3.10), which
+#              travels beside build/ (git ignores it).
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
 set -u
 out=${OUT:-device-out}

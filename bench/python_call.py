@@ -20,8 +20,9 @@ fp64 reference (flowgen's CPU reference) of the same x0.
     python3 bench/python_call.py --host-only   # no GPU: the Python side alone
 
 --host-only times, on the CPU, the part of a call that is Python: the
-argument checks, torch.empty_like for the output and the ctypes call of a
-C function of the same signature that returns at once: flowrt_sample
+argument checks, torch.empty_like for the output and the call (as the
+sampler makes it: through flowgen._fast where it was built, else ctypes)
+of a C function of the same signature that returns at once: flowrt_sample
 without conditioning, else flowrt_sample_cond (the real call into the
 runtime, cuLaunchKernelEx included, adds about 3 us on an H200).
 """
@@ -59,6 +60,7 @@ def host_only(runs):
     """The Python side of a CUDA call, on the CPU (see the module's doc)."""
     import ctypes
     from flowgen import _lib, _torch
+    from flowgen._sampler import launchers
     s = flowgen.Sampler.from_safetensors(_digits(), device="cpu")
     sc = flowgen.Sampler.from_safetensors(_digits("digits_cond_d64_h256"), device="cpu")
     # A C function that returns 0 at once, with flowrt_sample_cond's
@@ -72,10 +74,12 @@ def host_only(runs):
         return stub
     stub, plain = stub_of("flowrt_sample_cond"), stub_of("flowrt_sample")
     # The CUDA path, CPU tensors passing its device check (the conditional
-    # sampler's workspace as reserve(8) leaves it).
+    # sampler's workspace as reserve(8) leaves it), calling the stubs as a
+    # CUDA sampler calls the runtime (through flowgen._fast where it was
+    # built, else ctypes).
     for one in (s, sc):
-        one._index, one._ptr, one._launch, one._launch_plain = 0, 0, stub, plain
-        one._tindex, one._on = -1, "is_cpu"
+        one._index, one._ptr, one._tindex, one._on = 0, 0, -1, "is_cpu"
+        one._launch, one._launch_plain, one._err_arg = launchers(stub, plain, one._err)
     sc._reserved = 8
     x0, c = torch.zeros(8, s.dim), torch.zeros(8, sc.cond)
     out = torch.empty_like(x0)
@@ -86,6 +90,8 @@ def host_only(runs):
             "ctypes call alone (9 arguments)": lambda: stub(0, 1, 2, 0, 0, 1.0, 8, None,
                                                            s._err_ref),
             "ctypes call alone (6 arguments)": lambda: plain(0, 1, 2, 8, None, s._err_ref),
+            "the launch call alone (6 arguments), as the sampler makes it":
+                lambda: s._launch_plain(0, 1, 2, 8, None, s._err_arg),
             "s(x0, out=y): checks + call": lambda: s(x0, out=out),
             "s(x0): checks + torch.empty_like + call": lambda: s(x0),
             "s(x0, out=y, cond=c), C=10: checks + call": lambda: sc(x0, out=out, cond=c),
@@ -215,6 +221,8 @@ def main():
     p.add_argument("--json")
     args = p.parse_args()
     args.skip = set(filter(None, args.skip.split(",")))
+    from flowgen._sampler import _fast
+    print("launch calls through " + ("flowgen._fast" if _fast else "ctypes (flowgen._fast not built)"))
     if args.host_only:
         result = host_only(args.runs * 50)
     else:
@@ -224,6 +232,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"flowgen": flowgen.__version__, "torch": torch.__version__,
+                       "launch": "flowgen._fast" if _fast else "ctypes",
                        "device": torch.cuda.get_device_name() if torch.cuda.is_available()
                        else "cpu", "results": result}, f, indent=1)
 

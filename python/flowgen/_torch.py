@@ -76,7 +76,7 @@ def _run(s, x0, out, cond, null_cond, guidance, rows):
     if s.cond and rows > s._reserved:
         _grow(s, rows)
     st = s._launch(s._ptr, x0.data_ptr(), out.data_ptr(), c, n, g, rows,
-                   _raw_stream(s._index), s._err_ref)
+                   _raw_stream(s._index), s._err_arg)
     if st:
         _lib.raise_error(st, s._err)
 
@@ -103,7 +103,7 @@ def _call(self, x0, out=None, cond=None, guidance=None, null_cond=None):
                     if out is None:
                         out = torch.empty_like(x0)
                     st = self._launch_plain(self._ptr, x0.data_ptr(), out.data_ptr(), rows,
-                                            _raw_stream(self._index), self._err_ref)
+                                            _raw_stream(self._index), self._err_arg)
                     if st:
                         _lib.raise_error(st, self._err)
                     return out
@@ -115,7 +115,7 @@ def _call(self, x0, out=None, cond=None, guidance=None, null_cond=None):
                     out = torch.empty_like(x0)
                 st = self._launch(self._ptr, x0.data_ptr(), out.data_ptr(), cond.data_ptr(), 0,
                                   1.0 if guidance is None else float(guidance), rows,
-                                  _raw_stream(self._index), self._err_ref)
+                                  _raw_stream(self._index), self._err_arg)
                 if st:
                     _lib.raise_error(st, self._err)
                 return out

@@ -161,6 +161,7 @@ def gpu_in_disguise(s):
     s._destroy = lambda ptr: None
     s._launch_plain = lambda *a: calls.append(("plain",) + a[:4]) or 0
     s._launch = lambda *a: calls.append(("cond",) + a[:7]) or 0
+    s._err_arg = s._err_ref
     return calls, _torch
 
 
