@@ -15,12 +15,11 @@ fp32 runs with TF32 off, tf32 with it on, bf16 and fp16 in that type
 sweep's syntax): one row per hidden width H and batch B.
 """
 import argparse
-import json
 
 import torch
 import torch.nn.functional as F
 
-from pytorch_baseline import DTYPES, time_ms
+from pytorch_baseline import DTYPES, time_ms, write_json
 
 
 def peak(hidden, batch, precision):
@@ -78,9 +77,7 @@ def main():
                 print(f"{p:<4} H={h:<5} B={b:<7} {r['median_us']:10.1f} us {r['tflops']:7.1f} TFLOP/s"
                       f"  relerr {r['relerr']:.1e}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-                       "results": results}, f, indent=1)
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":

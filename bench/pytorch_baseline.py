@@ -132,9 +132,14 @@ def main():
                   f"eager {r['eager_ms'][0] * 1e3:10.1f} us   graph {r['graph_ms'][0] * 1e3:10.1f} us"
                   f"   relerr {r['relerr']:.2e}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-                       "results": results}, f, indent=1)
+        write_json(args.json, results)
+
+
+def write_json(path, results):
+    """results to path, with the torch version and the GPU's name."""
+    with open(path, "w") as f:
+        json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+                   "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
