@@ -1,6 +1,8 @@
 """The ctypes mirrors of the C structs name the same members in the same
 order as include/flowgen.h and include/flowrt.h: a member added in C and
-not here would shift every later one (the library would read garbage)."""
+not here would shift every later one (the library would read garbage).
+And flowgen._fast's pointers to the launch functions take their
+parameters."""
 import os
 import re
 
@@ -43,3 +45,29 @@ def c_members(header, name):
 @pytest.mark.parametrize("cls,header,name", STRUCTS, ids=[s[2] for s in STRUCTS])
 def test_struct_members_match_the_header(cls, header, name):
     assert [f[0] for f in cls._fields_] == c_members(header, name)
+
+
+def parameter_types(text, opening):
+    """The parameter types of the C function whose parameter list follows
+    `opening` in text: pointers as "*", the rest by name."""
+    m = re.search(re.escape(opening) + r"\(([^)]*)\)", text)
+    assert m, f"{opening} not found"
+    types = []
+    for p in m.group(1).split(","):
+        p = " ".join(p.split())
+        types.append("*" if "*" in p else p.rsplit(" ", 1)[0])
+    return types
+
+
+@pytest.mark.parametrize("c_name,fast_name", [("flowrt_sample", "plain_fn"),
+                                              ("flowrt_sample_cond", "cond_fn")])
+def test_fast_calls_the_runtime_with_its_signature(c_name, fast_name):
+    """python/flowgen/_fast.c calls the runtime's launch functions through
+    its own pointer types: the same parameters as include/flowrt.h's."""
+    header, fast = (os.path.join(ROOT, *p) for p in (("include", "flowrt.h"),
+                                                    ("python", "flowgen", "_fast.c")))
+    if not os.path.exists(header):
+        pytest.skip("no source tree (an installed package)")
+    want = parameter_types(open(header).read(), f"flowgen_status {c_name}")
+    assert want[-1] == "*" and len(want) in (6, 9)
+    assert parameter_types(open(fast).read(), f"typedef int (*{fast_name})") == want
