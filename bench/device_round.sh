@@ -94,18 +94,28 @@ for part in "$@"; do
   case $part in
   tests)
     # test_gpu_sample (over 5 minutes alone) as four shards side by side,
-    # given first (run.sh starts programs in the order given)
+    # given first (run.sh starts programs in the order given).  Each
+    # program through a wrapper that keeps its log in $out/tests as it
+    # runs (run.sh prints a program's output when it ends: a round cut
+    # short would otherwise leave nothing).
     shards=$(mktemp -d)
+    mkdir -p "$out/tests"
+    wrap() {  # wrap NAME ENV PROGRAM: $shards/NAME runs it into $out/tests/NAME.log
+      # shellcheck disable=SC2016 # $? and $rc: the wrapper's own
+      printf '#!/bin/sh\n%s "%s" > "%s" 2>&1\nrc=$?\ncat "%s"\nexit $rc\n' "$2" "$3" \
+        "$out/tests/$1.log" "$out/tests/$1.log" > "$shards/$1"
+      chmod +x "$shards/$1"
+    }
     for i in 0 1 2 3; do
-      printf '#!/bin/sh\nFLOWGEN_TEST_SHARD=%s/4 exec "%s"\n' $i "$PWD/build/tests/test_gpu_sample" \
-        > "$shards/test_gpu_sample.$i"
-      chmod +x "$shards/test_gpu_sample.$i"
+      wrap "test_gpu_sample.$i" "FLOWGEN_TEST_SHARD=$i/4" "$PWD/build/tests/test_gpu_sample"
     done
     others=""
     for t in build/tests/test_*; do
-      [ "$t" = build/tests/test_gpu_sample ] || others="$others $t"
+      [ "$t" = build/tests/test_gpu_sample ] && continue
+      wrap "${t##*/}" "" "$PWD/$t"
+      others="$others $shards/${t##*/}"
     done
-    # shellcheck disable=SC2086 # $others: the other test programs
+    # shellcheck disable=SC2086 # $others: the other test programs' wrappers
     FLOWGEN_REQUIRE_GPU=1 FLOWGEN_BIN=$PWD/build/flowgen FLOWGEN_SOURCE_DIR=$PWD \
       sh tests/run.sh "$shards"/test_gpu_sample.* $others > "$out/tests.log" 2>&1 || status=1
     rm -rf "$shards"
