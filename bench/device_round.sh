@@ -34,10 +34,10 @@
 #              flowgen, if given) and build/flowgen, then `cache list`;
 #              then each variant of the default plan compiled alone, cold
 #   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
-#              mma kernel does not fit): compute-sanitizer over its
-#              build/sanitize cases (and bf16's and fp16's on wgmma,
-#              gemm.wgmma=1), then the tiled kernel, gemm and gemm on wgmma
-#              (tiles of 128 and of 256 outputs), the same points interleaved
+#              mma kernel does not fit; bf16 and fp16 on wgmma):
+#              compute-sanitizer over its build/sanitize cases, on wgmma
+#              and on mma.sync (gemm.per_sm=2), then the tiled kernel, gemm
+#              on mma.sync and gemm, the same points interleaved
 #              (GEMM_SHAPES, GEMM_BATCHES)
 #   resident   the grid variants with resident weights (grid.resident=1):
 #              compute-sanitizer over build/sanitize's grid cases under the
@@ -229,10 +229,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     done < "$out/variants.txt"
     cat "$out/startup.txt" ;;
   gemm)
-    for unit in mma wgmma wgmma256; do
-      t=gemm.wgmma=0
-      [ $unit = wgmma ] && t=gemm.wgmma=1
-      [ $unit = wgmma256 ] && t=gemm.wgmma=1,gemm.n=256
+    for unit in wgmma mma; do
+      t=only=tiled:gemm
+      [ $unit = mma ] && t=$t,gemm.per_sm=2
       for shape in 33,2048 64,2048; do
         # (no commas in the logs' names: they do not come back)
         sanitize_cases "gemm-$unit-$(echo "$shape" | tr , x)" "gemm $unit $shape" \
@@ -242,11 +241,10 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
     batches=${GEMM_BATCHES:-1057,4096,65536}
     for round in 1 2; do
-      for who in tiled gemm wgmma wgmma256; do
+      for who in tiled mma gemm; do
         t=only=tiled
+        [ $who = mma ] && t=only=tiled:gemm,gemm.per_sm=2
         [ $who = gemm ] && t=only=tiled:gemm
-        [ $who = wgmma ] && t=only=tiled:gemm,gemm.wgmma=1
-        [ $who = wgmma256 ] && t=only=tiled:gemm,gemm.wgmma=1,gemm.n=256
         build/bench --quick --no-startup --no-baseline --tune $t --precisions tf32,bf16,fp16 \
           --shapes "$shapes" --batches "$batches" --json "$out/gemm-$who-$round.json" \
           > "$out/gemm-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/gemm-$who-$round.txt"; }
@@ -254,11 +252,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     done
     python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
       | tee "$out/gemm.txt" | tail -n 40
-    # tf32 ignores the dial: its rows time the same kernel twice
-    python3 bench/before_after.py "$out"/gemm-gemm-*.json -- "$out"/gemm-wgmma-*.json \
-      | tee "$out/gemm-wgmma.txt" | tail -n 40
-    python3 bench/before_after.py "$out"/gemm-wgmma-*.json -- "$out"/gemm-wgmma256-*.json \
-      | tee "$out/gemm-wgmma256.txt" | tail -n 40 ;;
+    # bf16 and fp16: mma.sync against wgmma (two blocks a SM against one)
+    python3 bench/before_after.py "$out"/gemm-mma-*.json -- "$out"/gemm-gemm-*.json \
+      | tee "$out/gemm-wgmma.txt" | tail -n 40 ;;
   python)
     # the package from this tree, for these commands only
     py() {

@@ -7,12 +7,13 @@
 -- scratch area, about 32 MB of them, so they stay in L2), in output tiles
 -- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
--- the mma kernel's packed copies (mma.lua).  Its products are mma.sync;
--- under gemm.wgmma=1, bf16 and fp16 on sm_90a take wgmma instead (tiles of
--- 64 or 128 rows, both operands from shared memory, a warpgroup's products
--- asynchronous, one chunk's in flight while the next is staged; the
--- activations kept in the scratch area in 16 bits): timed on an H100 no
--- faster than mma.sync (the loop's feed bounds both), so not planned.
+-- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
+-- but bf16 and fp16 on sm_90a (one block a SM) take wgmma: tiles of 128
+-- rows (64 below) x 256 outputs, both operands from shared memory, a
+-- warpgroup's m64n256 products asynchronous, one chunk's in flight while
+-- the next is staged, the activations kept in the scratch area in 16 bits
+-- (docs/performance.md: 10-40% faster than mma.sync on an H200; 128
+-- outputs a tile were no faster, and are gone).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -21,11 +22,9 @@ local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
 M.names = {"gemm"}
 M.dials = {
-  per_sm = {1, 2},       -- blocks a SM (2: tiles of up to 64 rows, within 128 registers)
+  per_sm = {1, 2},       -- blocks a SM (2: mma.sync, tiles of up to 64 rows, within 128 registers)
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
   chunk = {32, 64},      -- inputs a pipeline stage
-  wgmma = {0, 1},        -- 1: bf16 and fp16 on sm_90a take wgmma (one block a SM)
-  n = {128, 256},        -- outputs a tile of gemm on wgmma (mma.sync's: 128)
 }
 
 local BN, STAGES, THREADS = 128, 4, 256
@@ -39,12 +38,12 @@ function M.rows(spec)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
 end
 
--- Whether the products are wgmma (gemm.wgmma=1 on bf16 or fp16 operands,
--- for sm_90a): then the activations in the scratch area are 16-bit.
+-- Whether the products are wgmma (bf16 or fp16 operands for sm_90a, one
+-- block a SM): then the activations in the scratch area are 16-bit.
 local function on_wgmma(ctx, kind)
   local spec = ctx.spec
-  return ctx.tune:dial(M.name, "wgmma", 0) == 1 and (kind == "bf16" or kind == "fp16")
-         and spec.arch == 90 and spec.arch_specific or false
+  return (kind == "bf16" or kind == "fp16") and spec.arch == 90 and spec.arch_specific
+         and ctx.tune:dial(M.name, "per_sm", 1) == 1 or false
 end
 
 -- The 16-bit rows of wgmma's activations: 8 elements (16 bytes, a copy)
@@ -66,12 +65,9 @@ function M.variant(ctx, kind, weights)
   local half = kind == "bf16" or kind == "fp16"
   -- (the dial leaves tf32 and tf32x3, and other targets, as they are)
   local wg = on_wgmma(ctx, kind)
-  if wg and blocks > 1 then refuse("tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM") end
-  -- outputs a tile: wgmma's 128 or 256 (a warpgroup's m64n256 accumulators
-  -- in 128-row tiles: a quarter less operand traffic than 128 x 128);
-  -- mma.sync's 128 whatever the dial (as gemm.wgmma, it changes nothing
-  -- where wgmma does not serve)
-  local BN = wg and ctx.tune:dial(M.name, "n", BN) or BN
+  -- outputs a tile: wgmma's 256 (a warpgroup's m64n256 accumulators in
+  -- 128-row tiles: a quarter less operand traffic than 128 x 128)
+  local BN = wg and 256 or BN
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
   local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
@@ -86,7 +82,7 @@ function M.variant(ctx, kind, weights)
     refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
   end
   local min_mt = wg and 2 or 1
-  if max_mt < min_mt then refuse("tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least") end
+  if max_mt < min_mt then refuse("tune: gemm.rows=32 on wgmma (bf16, fp16 on sm_90a): 64 rows at least") end
   -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1;
   -- wgmma's down to 2: a warpgroup's products are 64 rows),
   -- the one that leaves each block the fewest rows over a full chunk (waves

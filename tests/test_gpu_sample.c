@@ -610,10 +610,10 @@ static void test_wgmma_layout_probe(void **state) {
 }
 
 /* gemm on wgmma's layer on its own (the generated source of D=64, H=2048
- * bf16 under gemm.wgmma=1, plus a probe kernel calling layer<64, 128, 2>
- * on one block): A (rows x 64, bf16 as the scratch area holds it) staged
- * K-major, the weights (64 inputs x 128 outputs, bf16 rows as packed)
- * staged N-major, one chunk of products on each warpgroup's 64 outputs,
+ * bf16 on sm_90a, plus a probe kernel calling layer<64, 256, 2> on one
+ * block): A (rows x 64, bf16 as the scratch area holds it) staged
+ * K-major, the weights (64 inputs x 256 outputs, bf16 rows as packed)
+ * staged N-major, one chunk of products on each warpgroup's 128 outputs,
  * the accumulators through the epilogue: D = A W as on the CPU from the
  * same bf16 inputs, rows past `rows` never written.  Where the gemm
  * variant fails, this tells its layouts (the descriptors' byte offsets
@@ -624,7 +624,7 @@ static const char gemm_wgmma_probe[] =
     "{\n"
     "  using namespace flowgen::probe::gemm;\n"
     "  extern __shared__ __align__(16) float smem[];\n"
-    "  layer<64, 128, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 128 + j] = acc; });\n"
+    "  layer<64, 256, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n"
     "}\n";
 
 /* bf16 bits of v (exact for the small integers the mapping run uses). */
@@ -687,9 +687,9 @@ static void test_gemm_wgmma_probe(void **state) {
   skip_unless_sm90();
   flowgen_spec spec = make_spec(64, 2048, 2);
   spec.precision = FLOWGEN_PRECISION_BF16;
-  probe_kernel p = probe_start(spec, "only=tiled:gemm,gemm.wgmma=1", gemm_wgmma_probe, "gemm_wgmma_probe",
+  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe, "gemm_wgmma_probe",
                                "gemm");
-  enum { ROWS = 64, IN = 64, OUT = 128 };
+  enum { ROWS = 64, IN = 64, OUT = 256 };
   static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT];
   static uint16_t a16[ROWS * IN], packed[IN * OUT];
   fg_test_fill_uniform(a, ROWS * IN, fg_test_seed() + 3, 1.0f);
@@ -790,11 +790,13 @@ static const variant_shape gemm_half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16}
                                           {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
 
 /* The gemm strategy on each precision's own operands (only=tiled:gemm):
- * tf32 m16n8k8, bf16 and fp16 m16n8k16 (ldmatrix B fragments from the
- * 16-bit copies), from batch 1057, at the precision's tolerance: where the
- * mma kernel does not fit (H=2048, H=4095 with rows of no multiple of 8)
- * and small shapes; every solver; a chunk's tiles of every height, 64
- * inputs a stage (gemm.chunk=64 under 32-row tiles), two blocks a SM. */
+ * tf32 m16n8k8; bf16 and fp16 on wgmma where the runtime builds for sm_90a
+ * (m64n256k16, the activations in 16 bits in the scratch area), else, and
+ * with two blocks a SM, m16n8k16 (ldmatrix B fragments from the 16-bit
+ * copies); from batch 1057, at the precision's tolerance: where the mma
+ * kernel does not fit (H=2048, H=4095 with rows of no multiple of 8) and
+ * small shapes; every solver; a chunk's tiles of every height, 64 inputs
+ * a stage (gemm.chunk=64 under 32-row tiles), two blocks a SM. */
 static void test_gemm_each_precision(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -806,8 +808,9 @@ static void test_gemm_each_precision(void **state) {
   const size_t n_tf32 = sizeof tf32 / sizeof *tf32;
   check_variants_within("only=tiled:gemm", gemm, 1, tf32, n_tf32, 2e-4);
   check_variants_within("only=tiled:gemm", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
-  check_variants_within("only=tiled:gemm,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.per_sm=2,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
+  check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, gemm_half, 2, 2e-2);
 }
 
 /* The grid variants with resident weights (grid.resident=1: each block's
@@ -828,17 +831,14 @@ static void test_grid_resident(void **state) {
                         sizeof shapes / sizeof *shapes, 1e-5);
 }
 
-/* gemm on wgmma (gemm.wgmma=1: bf16 and fp16 where the runtime builds for
- * sm_90a; elsewhere the dial changes nothing; the activations in 16 bits
- * in the scratch area): the 16-bit gemm shapes in tiles of 128 rows over
- * 64, then of 64 alone, then of 256 outputs. */
+/* gemm on wgmma (bf16 and fp16 where the runtime builds for sm_90a; its
+ * tiles of 128 rows over 64 in test_gemm_each_precision): tiles of 64 rows
+ * alone (gemm.rows=64: a warpgroup's m64n128k16 half of 256 outputs). */
 static void test_gemm_wgmma(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   static const char *const gemm[] = {"gemm"};
-  check_variants_within("only=tiled:gemm,gemm.wgmma=1", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
-  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.rows=64", gemm, 1, gemm_half, 2, 2e-2);
-  check_variants_within("only=tiled:gemm,gemm.wgmma=1,gemm.n=256", gemm, 1, gemm_half, 2, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm.rows=64", gemm, 1, gemm_half, 2, 2e-2);
 }
 
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
@@ -1172,7 +1172,8 @@ static void test_family_matches_reference(void **state) {
 
 /* gemm on each precision's own operands (only=tiled:gemm) for members of
  * the family where the mma kernel does not fit: a guided conditional
- * member of 4 layers with GELU (bf16; again on wgmma, gemm.wgmma=1) and one
+ * member of 4 layers with GELU (bf16: on wgmma on sm_90a, and again on
+ * mma.sync, gemm.per_sm=2) and one
  * with sin time (tf32), at its first batch and a later one, guided at w = 3
  * with a null conditioning the second time. */
 static void test_gemm_family(void **state) {
@@ -1187,9 +1188,9 @@ static void test_gemm_family(void **state) {
       {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}},
        "only=tiled:gemm"},
       {FLOWGEN_PRECISION_TF32, 2e-4, {{"cond", "10"}, {"time", "sin:16"}}, "only=tiled:gemm"},
-      /* the first on wgmma (sm_90a) */
+      /* the first on mma.sync (two blocks a SM) */
       {FLOWGEN_PRECISION_BF16, 2e-2, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}},
-       "only=tiled:gemm,gemm.wgmma=1"},
+       "only=tiled:gemm,gemm.per_sm=2"},
   };
   uint64_t seed = fg_test_seed();
   for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {

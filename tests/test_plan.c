@@ -368,29 +368,33 @@ static void test_dials(void **state) {
   flowgen_kernel_free(k);
 }
 
-/* gemm.wgmma=1: bf16 and fp16 on sm_90a take wgmma (m64n128k16, A and B
- * from shared memory, A K-major and B N-major: trans-a 0, trans-b 1; tiles
- * of 128 rows with 64 below, 64 at most under gemm.rows=64; 64 inputs a
- * stage, 6 stages; the activations in 16 bits in the scratch area, which
- * is as large as they need; nothing else in the plan moves; 256 outputs a
- * tile under gemm.n=256); tf32, and sm_90 without its arch-specific
- * target, keep mma.sync and its 128 outputs whatever the dials; two blocks
- * a SM and 32-row tiles are refused. */
-static void test_gemm_wgmma_dial(void **state) {
+/* bf16 and fp16 gemm on sm_90a take wgmma: m64n256k16 a warpgroup in
+ * tiles of 128 rows x 256 outputs (m64n128k16 in 64-row ones, 64 at most
+ * under gemm.rows=64), A and B from shared memory, A K-major and B N-major
+ * (trans-a 0, trans-b 1), 64 inputs a stage, 4 stages, the activations in
+ * 16 bits in the scratch area, which is as large as they need; nothing
+ * else in the plan moves.  Two blocks a SM (gemm.per_sm=2), tf32, sm_90
+ * without its arch-specific target and sm_80 keep mma.sync and its 128
+ * outputs; 32-row tiles on wgmma are refused, and so are the dials that
+ * chose it once. */
+static void test_gemm_on_wgmma(void **state) {
   (void)state;
-  static const char *const plain = "only=tiled:gemm", *const wg = "only=tiled:gemm,gemm.wgmma=1";
+  static const char *const wg = "only=tiled:gemm", *const sync = "only=tiled:gemm,gemm.per_sm=2";
   for (int p = 0; p < 2; ++p) {
     flowgen_spec spec = spec_of(256, 2048, p ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16, 90, true);
-    flowgen_kernel *a = plan_of(&spec, plain), *k = plan_of(&spec, wg);
+    flowgen_kernel *a = plan_of(&spec, sync), *k = plan_of(&spec, wg);
     expect_same_chain(a, k);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
     assert_string_equal(v->strategy, "gemm");
     assert_int_equal(v->rows_per_block, 128);
     const char *src = flowgen_kernel_source(k);
+    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                                  : "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
     assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
                                   : "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "));
     assert_non_null(strstr(src, "p, 1, 1, 0, 1;"));
-    assert_non_null(strstr(src, "constexpr int kPipe = 6;  // pipeline stages: kPipe - 2 loads in flight"));
+    assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
+    assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
     assert_non_null(strstr(src, "constexpr int kBK = 64;"));
     assert_non_null(strstr(src, "put16(at16(params, kH1) + r * kHStride + j, silu("));
     assert_null(strstr(src, "load_b<kBStride>"));
@@ -398,40 +402,31 @@ static void test_gemm_wgmma_dial(void **state) {
      * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
     assert_true(v->params_bytes < flowgen_kernel_variant(a, flowgen_kernel_variant_count(a) - 1)->params_bytes);
     assert_null(strstr(flowgen_kernel_source(a), "wgmma.mma_async"));
+    assert_non_null(strstr(flowgen_kernel_source(a), "constexpr int kBN = 128;  // outputs per tile"));
     flowgen_kernel_free(a);
     flowgen_kernel_free(k);
   }
   flowgen_spec bf16 = spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, true);
-  flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.rows=64");
+  flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.rows=64");
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
-  /* tiles of 256 outputs: m64n256k16 a warpgroup in 128-row tiles */
-  k = plan_of(&bf16, "only=tiled:gemm,gemm.wgmma=1,gemm.n=256");
-  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kBN = 256;"));
-  assert_non_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
-  flowgen_kernel_free(k);
-  /* the dials change nothing where wgmma does not serve */
-  const flowgen_spec same[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
-                               spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
-                               spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 80, false)};
-  for (size_t i = 0; i < COUNT(same); ++i) {
-    flowgen_kernel *a = plan_of(&same[i], plain), *b = plan_of(&same[i], "only=tiled:gemm,gemm.wgmma=1,gemm.n=256");
-    const char *ga = strstr(flowgen_kernel_source(a), "strategy \"gemm\"");
-    const char *gb = strstr(flowgen_kernel_source(b), "strategy \"gemm\"");
-    assert_non_null(ga);
-    assert_non_null(gb);
-    assert_string_equal(ga, gb);
-    flowgen_kernel_free(a);
-    flowgen_kernel_free(b);
+  /* mma.sync where wgmma does not serve */
+  const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
+                                 spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
+                                 spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 80, false)};
+  for (size_t i = 0; i < COUNT(others); ++i) {
+    k = plan_of(&others[i], wg);
+    assert_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async"));
+    assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kBN = 128;  // outputs per tile"));
+    flowgen_kernel_free(k);
   }
   static const struct {
     const char *tune, *message;
   } refused[] = {
-      {"only=tiled:gemm,gemm.wgmma=1,gemm.per_sm=2", "tune: gemm.wgmma=1 with gemm.per_sm=2: one block a SM"},
-      {"only=tiled:gemm,gemm.wgmma=1,gemm.rows=32", "tune: gemm.rows=32 with gemm.wgmma=1: 64 rows at least"},
-      {"gemm.n=64", "gemm.n=64 is not one of 128, 256"},
-      {"gemm.wgmma=2", "gemm.wgmma=2 is not one of 0, 1"},
+      {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16 on sm_90a): 64 rows at least"},
+      {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
+      {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
 }
@@ -774,7 +769,7 @@ int main(void) {
       cmocka_unit_test(test_only_and_skip),
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_dials),
-      cmocka_unit_test(test_gemm_wgmma_dial),
+      cmocka_unit_test(test_gemm_on_wgmma),
       cmocka_unit_test(test_grid_resident_dial),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_no_timing_hooks),
