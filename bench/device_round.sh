@@ -43,6 +43,10 @@
 #              compute-sanitizer over build/sanitize's grid cases under the
 #              dial, then the grid variants with and without it, the same
 #              points interleaved (RESIDENT_SHAPES, RESIDENT_BATCHES)
+#   profile    Nsight Compute (ncu, clocks left alone) over one launch of
+#              the gemm variant (bf16 on wgmma; PROFILE_SHAPES, PROFILE_BATCH,
+#              PROFILE_TUNE): speed of light, memory and L2 traffic, warp
+#              stalls, the tensor pipes' use; where its time goes
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 #   python     the package from this tree (python/ on the path, build/'s
@@ -286,6 +290,19 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     done
     python3 bench/before_after.py "$out"/resident-plain-*.json -- "$out"/resident-resident-*.json \
       | tee "$out/resident.txt" | tail -n 30 ;;
+  profile)
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    for shape in $(echo "${PROFILE_SHAPES:-256,2048,16;1024,1024,16}" | tr ';' ' '); do
+      name=profile-$(echo "$shape" | tr , x)
+      # the sixth launch: the bench's warm-up is behind it
+      timeout "${PROFILE_TIMEOUT:-240}" "$ncu" --clock-control none --kernel-name regex:gemm \
+        --launch-skip 5 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        build/bench --quick --no-startup --no-baseline --tune "${PROFILE_TUNE:-only=tiled:gemm}" \
+        --precisions "${PROFILE_PRECISION:-bf16}" --shapes "$shape" --batches "${PROFILE_BATCH:-4096}" \
+        > "$out/$name.txt" 2>&1 || { status=1; tail -n 20 "$out/$name.txt"; }
+      grep -E 'Throughput|Duration|Busy|Hit Rate|Stall|Issued|Pipe|Warp Cycles|Occupancy' "$out/$name.txt" | head -n 60
+    done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
