@@ -27,7 +27,7 @@ M.dials = {
   chunk = {32, 64},      -- inputs a pipeline stage
 }
 
-local BN, STAGES, THREADS = 128, 4, 256
+local STAGES, THREADS = 4, 256
 
 -- The model family: every member (any L, activation, time, conditioning,
 -- guidance).
@@ -63,11 +63,11 @@ function M.variant(ctx, kind, weights)
   -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
-  -- (the dial leaves tf32 and tf32x3, and other targets, as they are)
   local wg = on_wgmma(ctx, kind)
-  -- outputs a tile: wgmma's 256 (a warpgroup's m64n256 accumulators in
-  -- 128-row tiles: a quarter less operand traffic than 128 x 128)
-  local BN = wg and 256 or BN
+  -- outputs a tile: mma.sync's 128; wgmma's 256 (a warpgroup's m64n256
+  -- accumulators in 128-row tiles: a quarter less operand traffic than
+  -- 128 x 128)
+  local BN = wg and 256 or 128
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
   local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
