@@ -4,8 +4,10 @@
 # FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
 # carry less, strip the programs but not build/examples' objects, which
 # test_examples links again).  A round of `tests` wants a call of its own.
-# Logs and JSON go to $OUT (or ./device-out); the last lines printed are a
-# summary.
+# Logs and JSON are written to a work folder and packed into
+# $OUT/round.tar.gz (or ./device-out/round.tar.gz) after each part and each
+# test program (a device call brings back at most 8 files; a round cut
+# short keeps what was packed); the last lines printed are a summary.
 #
 # usage: sh bench/device_round.sh [PART...]     (no part: tests sanitize bench)
 #   tests      every test program, GPU required (FLOWGEN_REQUIRE_GPU=1)
@@ -61,8 +63,16 @@
 #              travels beside build/ (git ignores it).
 # --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
 set -u
-out=${OUT:-device-out}
-mkdir -p "$out" && out=$(cd "$out" && pwd)
+dest=${OUT:-device-out}
+mkdir -p "$dest" && dest=$(cd "$dest" && pwd)
+out=$(mktemp -d "${TMPDIR:-/tmp}/round.XXXXXX")
+# pack: the work folder as it is now into $dest/round.tar.gz (the tests'
+# wrappers below do the same as each program ends, each through its own
+# temporary file)
+pack() {
+  tar -C "$out" -czf "$out.tgz" . 2>/dev/null
+  mv -f "$out.tgz" "$dest/round.tar.gz"
+}
 [ $# -eq 0 ] && set -- tests sanitize bench
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
@@ -104,10 +114,11 @@ for part in "$@"; do
     # short would otherwise leave nothing).
     shards=$(mktemp -d)
     mkdir -p "$out/tests"
-    wrap() {  # wrap NAME ENV PROGRAM: $shards/NAME runs it into $out/tests/NAME.log
+    wrap() {  # wrap NAME ENV PROGRAM: $shards/NAME runs it into $out/tests/NAME.log, then packs
       # shellcheck disable=SC2016 # $? and $rc: the wrapper's own
-      printf '#!/bin/sh\n%s "%s" > "%s" 2>&1\nrc=$?\ncat "%s"\nexit $rc\n' "$2" "$3" \
-        "$out/tests/$1.log" "$out/tests/$1.log" > "$shards/$1"
+      printf '#!/bin/sh\n%s "%s" > "%s" 2>&1\nrc=$?\ntar -C "%s" -czf "%s" . 2>/dev/null\nmv -f "%s" "%s"\ncat "%s"\nexit $rc\n' \
+        "$2" "$3" "$out/tests/$1.log" "$out" "$out.$1.tgz" "$out.$1.tgz" "$dest/round.tar.gz" \
+        "$out/tests/$1.log" > "$shards/$1"
       chmod +x "$shards/$1"
     }
     for i in 0 1 2 3; do
@@ -208,7 +219,7 @@ for part in "$@"; do
           # NVRTC (CUDA 12.9 on) keeps its results in the driver's cache:
           # a fresh one a batch, or "cold" would read what earlier runs built
           CUDA_CACHE_PATH=$cache/driver FLOWGEN_CACHE_DIR=$cache "$prog" sample --device gpu --batch $b --seed 1 \
-            -o "$out/startup.npy" -v > "$out/startup-run.txt" 2>&1
+            -o "$cache/x.npy" -v > "$out/startup-run.txt" 2>&1
           echo "== $who B=$b $run: process $((($(date +%s%N) - start) / 1000000)) ms"
           grep -E 'open|part' "$out/startup-run.txt"
         done
@@ -308,6 +319,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
   *) echo "device_round.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
+  pack
 done
 echo "---- summary$summary"
+echo "---- logs: $dest/round.tar.gz"
+rm -rf "$out"
 exit $status
