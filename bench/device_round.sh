@@ -66,13 +66,14 @@ set -u
 dest=${OUT:-device-out}
 mkdir -p "$dest" && dest=$(cd "$dest" && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/round.XXXXXX")
-# pack: the work folder as it is now into $dest/round.tar.gz (the tests'
-# wrappers below do the same as each program ends, each through its own
-# temporary file)
-pack() {
-  tar -C "$out" -czf "$out.tgz" . 2>/dev/null
-  mv -f "$out.tgz" "$dest/round.tar.gz"
-}
+# $pack: the work folder as it is now into $dest/round.tar.gz, through a
+# temporary file of the packing process's own (the tests' wrappers below
+# run it side by side as each program ends)
+pack=$out.pack
+# shellcheck disable=SC2016 # $$: the packing process's own
+printf '#!/bin/sh\ntar -C "%s" -czf "%s.$$.tgz" . 2>/dev/null\nmv -f "%s.$$.tgz" "%s"\n' \
+  "$out" "$out" "$out" "$dest/round.tar.gz" > "$pack"
+chmod +x "$pack"
 [ $# -eq 0 ] && set -- tests sanitize bench
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
@@ -116,9 +117,8 @@ for part in "$@"; do
     mkdir -p "$out/tests"
     wrap() {  # wrap NAME ENV PROGRAM: $shards/NAME runs it into $out/tests/NAME.log, then packs
       # shellcheck disable=SC2016 # $? and $rc: the wrapper's own
-      printf '#!/bin/sh\n%s "%s" > "%s" 2>&1\nrc=$?\ntar -C "%s" -czf "%s" . 2>/dev/null\nmv -f "%s" "%s"\ncat "%s"\nexit $rc\n' \
-        "$2" "$3" "$out/tests/$1.log" "$out" "$out.$1.tgz" "$out.$1.tgz" "$dest/round.tar.gz" \
-        "$out/tests/$1.log" > "$shards/$1"
+      printf '#!/bin/sh\n%s "%s" > "%s" 2>&1\nrc=$?\n"%s"\ncat "%s"\nexit $rc\n' \
+        "$2" "$3" "$out/tests/$1.log" "$pack" "$out/tests/$1.log" > "$shards/$1"
       chmod +x "$shards/$1"
     }
     for i in 0 1 2 3; do
@@ -319,9 +319,9 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     (cd examples/digits && python3 evaluate.py "$out/digits.npy") | tee "$out/digits.txt" || status=1 ;;
   *) echo "device_round.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
-  pack
+  "$pack"
 done
 echo "---- summary$summary"
 echo "---- logs: $dest/round.tar.gz"
-rm -rf "$out"
+rm -rf "$out" "$pack"
 exit $status
