@@ -12,8 +12,8 @@
 -- rows (64 below) x 256 outputs, both operands from shared memory, a
 -- warpgroup's m64n256 products asynchronous, one chunk's in flight while
 -- the next is staged, the activations kept in the scratch area in 16 bits
--- (docs/performance.md: 10-40% faster than mma.sync on an H200; 128
--- outputs a tile were no faster, and are gone).
+-- (docs/performance.md: 4-40% faster than mma.sync on an H200; tiles of
+-- 128 outputs were no faster than mma.sync).
 
 local lib = import("lib")
 local grid = import("grid")
