@@ -29,7 +29,8 @@
 #              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
-#              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS)
+#              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
+#              BENCH_TUNE applies to both)
 #   startup    `flowgen sample -v` cold (flowgen's cache and the driver's,
 #              which NVRTC reads and fills too, both empty) and warm at B =
 #              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
@@ -198,7 +199,8 @@ for part in "$@"; do
       for who in before after; do
         prog=build/bench
         [ $who = before ] && prog=$BEFORE
-        "$prog" --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
+        # shellcheck disable=SC2086 # $tune: empty or one option
+        "$prog" $tune --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
           --batches "$batches" --json "$out/compare-$who-$round.json" > "$out/compare-$who-$round.txt" 2>&1 \
           || { status=1; tail -n 5 "$out/compare-$who-$round.txt"; }
       done
