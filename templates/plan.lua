@@ -13,12 +13,14 @@
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
 --                                           gemm (then mma)
 --   tf32       cluster, rmma (clusters)     mma16, wgstream | mma
---   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma
+--   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,
+--                                           gemm (H >= 1024, sm_90a)
 --
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
 -- weights take 128 KB or more; where a precision's matrix-unit kernel does
--- not fit, the tiled kernels, then gemm on the precision's operands.  The
+-- not fit, the tiled kernels, then gemm on the precision's operands (bf16
+-- and fp16 on sm_90a: gemm right after the split).  The
 -- batch ranges are each strategy's (its `last`): where it was measured
 -- faster than what follows on an H200.
 
@@ -37,6 +39,10 @@ end
 local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
+-- (fp32 bytes) gemm on wgmma from the mma kernel's first batch: between
+-- D=256, H=1024 (6.3 MB: mma 1.2-1.3x faster up to its first wave) and
+-- D=1024, H=1024 (12.6 MB: gemm 1.4-1.6x faster from B=128)
+local GEMM_WEIGHTS = 8 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
 -- no variant serves yet.
@@ -91,6 +97,14 @@ local function choose(ctx)
       or (c.kind and c.kind ~= "tf32x3" and not c.fits)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
+  -- bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 1024: gemm in
+  -- place of the mma kernel even where that fits (measured on an H100 at
+  -- S=16: 1.2-1.8x faster than mma beyond mma's first wave of blocks, and
+  -- from its first batch with weights of 8 MB or more; at H=512 no faster
+  -- once mma's waves are full), or where only= names it
+  local g = c.kind and c.fits and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm")
+      and S.gemm.variant(ctx, c.kind, {})
+  c.gemm_over_mma = g and g.gemm_wgmma or false
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
@@ -161,6 +175,17 @@ local function matrix_batches(ctx, chain, c)
   local last = c.ws and S.wgstream.variant(ctx, c.ws)
       or c.wgmma and t:allows("wgmma", "wgmma") and S.wgmma.variant(ctx, 2)
       or t:allows("mma", "mma") and many
+  local wide = c.gemm_over_mma and (not last or last == many)
+      and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec))
+  if wide then
+    -- mma up to its first wave of blocks (its time doubles after it), or
+    -- not at all where the weights are large
+    local from = ctx.weights >= GEMM_WEIGHTS and chain.next or many.rows_per_block * sms + 1
+    -- (and a variant that is not a grid before it: the fallback)
+    if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
+    chain:take(wide)
+    return true
+  end
   if last then chain:take(last) end
 end
 
@@ -177,8 +202,11 @@ local function fp32_batches(ctx, chain, c)
       or c.kind and t:allows("mma", "mma") and S.mma.variant(ctx, c.kind, 64, "") or nil
   local wide = c.gemm and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
-  -- the grid cannot be resident)
-  local stop = wide and math.max(chain.plain and chain.next or chain.next + 1, 8 * sms + 1)
+  -- the grid cannot be resident); on mma.sync from the batch after the
+  -- 8-row kernel's last, on wgmma from the first (D=256, H=2048, B=128 to
+  -- 512 on an H100: 2.23 ms against the tiled kernel's 9.74)
+  local stop = wide and math.max(chain.plain and chain.next or chain.next + 1,
+                                 wide.gemm_wgmma and 0 or 8 * sms + 1)
   local function below(v, last)
     if stop and chain.next >= stop then return end
     if stop and (not last or last >= stop) then last = stop - 1 end
@@ -229,8 +257,9 @@ return function(spec)
   local t = ctx.tune
   if c.kind and spec.precision ~= "fp32" and c.fits
       and (c.ws or c.wgmma or t:allows("mma", "mma16") or t:allows("mma", "mma")) then
-    matrix_batches(ctx, chain, c)
-    c.gemm = false  -- a named gemm has no place in this chain: no scratch area for it
+    -- gemm only where the chain took it (a named one has no place in this
+    -- chain otherwise: no scratch area for it)
+    c.gemm = matrix_batches(ctx, chain, c) or false
   else
     fp32_batches(ctx, chain, c)
   end

@@ -793,10 +793,11 @@ static const variant_shape gemm_half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16}
  * tf32 m16n8k8; bf16 and fp16 on wgmma where the runtime builds for sm_90a
  * (m64n256k16, the activations in 16 bits in the scratch area), else, and
  * with two blocks a SM, m16n8k16 (ldmatrix B fragments from the 16-bit
- * copies); from batch 1057, at the precision's tolerance: where the mma
- * kernel does not fit (H=2048, H=4095 with rows of no multiple of 8) and
- * small shapes; every solver; a chunk's tiles of every height, 64 inputs
- * a stage (gemm.chunk=64 under 32-row tiles), two blocks a SM. */
+ * copies); from batch 1057 (on wgmma from 2, and again from 1057), at the
+ * precision's tolerance: where the mma kernel does not fit (H=2048, H=4095
+ * with rows of no multiple of 8) and small shapes; every solver; a chunk's
+ * tiles of every height, 64 inputs a stage (gemm.chunk=64 under 32-row
+ * tiles), two blocks a SM. */
 static void test_gemm_each_precision(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
@@ -808,6 +809,8 @@ static void test_gemm_each_precision(void **state) {
   const size_t n_tf32 = sizeof tf32 / sizeof *tf32;
   check_variants_within("only=tiled:gemm", gemm, 1, tf32, n_tf32, 2e-4);
   check_variants_within("only=tiled:gemm", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
+  /* (on wgmma it starts at batch 2, in 64-row tiles: its 128-row tiles from 1057) */
+  check_variants_within("only=tiled:gemm,gemm=1057:", gemm, 1, gemm_half, 2, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, gemm_half, 2, 2e-2);
@@ -839,6 +842,21 @@ static void test_gemm_wgmma(void **state) {
   (void)state;
   static const char *const gemm[] = {"gemm"};
   check_variants_within("only=tiled:gemm,gemm.rows=64", gemm, 1, gemm_half, 2, 2e-2);
+}
+
+/* The default plan's gemm in place of the mma kernel (bf16 and fp16 on
+ * sm_90a, H >= 1024): from mma's first batch with large weights (D=1024,
+ * H=1024: 113), after mma's first wave elsewhere (D=256, H=1024: mma up to
+ * 2112 on 132 SMs), each variant at its edges against the reference. */
+static void test_gemm_over_mma(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  static const char *const gemm[] = {"gemm"}, *const both[] = {"mma", "gemm"};
+  static const variant_shape large[] = {{1024, 1024, 2, FLOWGEN_PRECISION_BF16}},
+                             wave[] = {{256, 1024, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN}};
+  check_variants_within(NULL, gemm, 1, large, 1, 2e-2);
+  check_variants_within(NULL, both, 2, wave, 1, 2e-2);
 }
 
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds
@@ -1343,6 +1361,7 @@ int main(void) {
       cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_gemm_family),
       cmocka_unit_test(test_gemm_wgmma),
+      cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
       cmocka_unit_test(test_precisions_match_reference),

@@ -383,7 +383,13 @@ static void test_gemm_on_wgmma(void **state) {
   for (int p = 0; p < 2; ++p) {
     flowgen_spec spec = spec_of(256, 2048, p ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16, 90, true);
     flowgen_kernel *a = plan_of(&spec, sync), *k = plan_of(&spec, wg);
-    expect_same_chain(a, k);
+    /* on mma.sync from the batch after the 8-row kernel's last; on wgmma
+     * from the first batch after a variant that is not a grid */
+    char *chain_a = chain_of(a), *chain_k = chain_of(k);
+    assert_string_equal(chain_a, "tiled 0-1056 gemm 1057-");
+    assert_string_equal(chain_k, "tiled 0-1 gemm 2-");
+    free(chain_a);
+    free(chain_k);
     const flowgen_variant *v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
     assert_string_equal(v->strategy, "gemm");
     assert_int_equal(v->rows_per_block, 128);
@@ -429,6 +435,55 @@ static void test_gemm_on_wgmma(void **state) {
       {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
+}
+
+/* bf16 and fp16 on sm_90a: gemm on wgmma in place of the mma kernel at
+ * H >= 1024 (from mma's first batch with 8 MB of weights or more, else
+ * after mma's first wave of 16-row blocks: 2112 samples on 132 SMs), and
+ * right after the tiled kernel's split where mma does not fit; mma stays
+ * at H = 512, without `a`, on mma.sync (gemm.per_sm=2) and in tf32.  The
+ * gemm variant falls back on the split (its cooperative launch refused). */
+static void test_gemm_over_mma(void **state) {
+  (void)state;
+  static const char *const head = "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 ";
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    bool arch_specific;
+    const char *tune, *chain;
+  } cases[] = {
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 gemm 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 65-112 gemm 113-"},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 mma 113-2112 gemm 2113-"},
+      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 65-112 mma 113-2112 gemm 2113-"},
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 gemm 113-"},
+      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "tiled8c8 65-112 mma 113-"},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "tiled8c8 65-112 mma 113-999 gemm 1000-"},
+  };
+  for (size_t i = 0; i < COUNT(cases); ++i) {
+    flowgen_spec spec = spec_of(cases[i].dim, cases[i].hidden, cases[i].precision, 90, cases[i].arch_specific);
+    char want[256];
+    snprintf(want, sizeof want, "%s%s", head, cases[i].chain);
+    expect_chain(&spec, cases[i].tune, want);
+  }
+  /* only= places it in the mma chain too: after one batch of mma (the
+   * fallback) where the weights are large */
+  flowgen_spec spec = spec_of(1024, 1024, FLOWGEN_PRECISION_BF16, 90, true);
+  expect_chain(&spec, "only=mma:gemm", "mma 0-1 gemm 2-");
+  spec = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, true);
+  expect_chain(&spec, "only=mma:gemm", "mma 0-8448 gemm 8449-");
+  spec = spec_of(1024, 1024, FLOWGEN_PRECISION_BF16, 90, true);
+  flowgen_kernel *k = plan_of(&spec, NULL);
+  const int n = flowgen_kernel_variant_count(k);
+  const flowgen_variant *g = flowgen_kernel_variant(k, n - 1);
+  assert_string_equal(g->strategy, "gemm");
+  assert_true(g->cooperative);
+  assert_string_equal(flowgen_kernel_variant(k, g->fallback)->strategy, "tiled8c8");
+  assert_non_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
+  flowgen_kernel_free(k);
 }
 
 /* grid.resident=1: each grid variant keeps its blocks' first tiles of the
@@ -770,6 +825,7 @@ int main(void) {
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_dials),
       cmocka_unit_test(test_gemm_on_wgmma),
+      cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_grid_resident_dial),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_no_timing_hooks),
