@@ -247,7 +247,8 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     cat "$out/startup.txt" ;;
   gemm)
     for unit in wgmma mma; do
-      t=only=tiled:gemm
+      # (from batch 1057: its tiles of 128 rows as well as of 64)
+      t=only=tiled:gemm,gemm=1057:
       [ $unit = mma ] && t=$t,gemm.per_sm=2
       for shape in 33,2048 64,2048; do
         # (no commas in the logs' names: they do not come back)
