@@ -12,8 +12,7 @@
 -- rows (64 below) x 256 outputs, both operands from shared memory, a
 -- warpgroup's m64n256 products asynchronous, one chunk's in flight while
 -- the next is staged, the activations kept in the scratch area in 16 bits
--- (docs/performance.md: 4-40% faster than mma.sync on an H200; tiles of
--- 128 outputs were no faster than mma.sync).
+-- (faster than mma.sync there: docs/performance.md).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -40,7 +39,7 @@ end
 
 -- Whether the products are wgmma (bf16 or fp16 operands for sm_90a, one
 -- block a SM): then the activations in the scratch area are 16-bit.
-local function on_wgmma(ctx, kind)
+function M.on_wgmma(ctx, kind)
   local spec = ctx.spec
   return (kind == "bf16" or kind == "fp16") and spec.arch == 90 and spec.arch_specific
          and ctx.tune:dial(M.name, "per_sm", 1) == 1 or false
@@ -63,7 +62,7 @@ function M.variant(ctx, kind, weights)
   -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
-  local wg = on_wgmma(ctx, kind)
+  local wg = M.on_wgmma(ctx, kind)
   -- outputs a tile: mma.sync's 128; wgmma's 256 (a warpgroup's m64n256
   -- accumulators in 128-row tiles: a quarter less operand traffic than
   -- 128 x 128)
@@ -148,7 +147,7 @@ end
 function M.scratch(ctx, kind)
   local spec = ctx.spec
   local rows, x_stride = M.rows(spec), lib.round_up(spec.dim, 4)
-  if on_wgmma(ctx, kind) then
+  if M.on_wgmma(ctx, kind) then
     local x16, h16 = strides16(spec)
     local multi = #ctx.solver.c > 1
     return rows * (lib.hidden_rows(spec) * h16 + x16 // 2 + (multi and 2 or 1) * x_stride)

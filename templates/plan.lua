@@ -40,8 +40,8 @@ local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
 -- (fp32 bytes) gemm on wgmma from the mma kernel's first batch: between
--- D=256, H=1024 (6.3 MB: mma 1.2-1.3x faster up to its first wave) and
--- D=1024, H=1024 (12.6 MB: gemm 1.4-1.6x faster from B=128)
+-- D=256, H=1024, where mma is faster up to its first wave, and D=1024,
+-- H=1024, where gemm is from B=128 (docs/performance.md)
 local GEMM_WEIGHTS = 8 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
@@ -91,20 +91,18 @@ local function choose(ctx)
   c.fits = c.kind and S.mma.variant(ctx, c.kind, 64, "") ~= nil
   -- the gemm variant on the precision's operands: fp32's with large
   -- weights; the other precisions' where their mma kernel does not fit, in
-  -- place of the tiled kernels' fp32 FMA (4.0x to 6.9x faster on an H200
-  -- at D=256, H=2048, B >= 1057: docs/performance.md)
+  -- place of the tiled kernels' fp32 FMA (faster: docs/performance.md)
   local wide = t:forces("gemm", "gemm") or (c.kind == "tf32x3" and ctx.weights >= LARGE_WEIGHTS)
       or (c.kind and c.kind ~= "tf32x3" and not c.fits)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
   -- bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 1024: gemm in
-  -- place of the mma kernel even where that fits (measured on an H100 at
-  -- S=16: 1.2-1.8x faster than mma beyond mma's first wave of blocks, and
-  -- from its first batch with weights of 8 MB or more; at H=512 no faster
-  -- once mma's waves are full), or where only= names it
-  local g = c.kind and c.fits and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm")
-      and S.gemm.variant(ctx, c.kind, {})
-  c.gemm_over_mma = g and g.gemm_wgmma or false
+  -- place of the mma kernel even where that fits (faster beyond mma's
+  -- first wave of blocks, and from its first batch with large weights; at
+  -- H=512 no faster once mma's waves are full: docs/performance.md), or
+  -- where only= names it
+  c.gemm_over_mma = c.kind and c.fits and (spec.hidden >= 1024 or t:forces("gemm", "gemm"))
+      and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
@@ -203,8 +201,8 @@ local function fp32_batches(ctx, chain, c)
   local wide = c.gemm and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
   -- the grid cannot be resident); on mma.sync from the batch after the
-  -- 8-row kernel's last, on wgmma from the first (D=256, H=2048, B=128 to
-  -- 512 on an H100: 2.23 ms against the tiled kernel's 9.74)
+  -- 8-row kernel's last, on wgmma from the first (faster than the tiled
+  -- kernel there: docs/performance.md)
   local stop = wide and math.max(chain.plain and chain.next or chain.next + 1,
                                  wide.gemm_wgmma and 0 or 8 * sms + 1)
   local function below(v, last)
