@@ -16,6 +16,7 @@
 
 local lib = import("lib")
 local grid = import("grid")
+local mma = import("mma")
 
 local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
@@ -45,9 +46,9 @@ function M.on_wgmma(ctx, kind)
          and ctx.tune:dial(M.name, "per_sm", 1) == 1 or false
 end
 
--- The 16-bit rows of wgmma's activations: 8 elements (16 bytes, a copy)
--- at a time.
-local function strides16(spec) return lib.round_up(spec.dim, 8), lib.round_up(spec.hidden, 8) end
+-- The 16-bit rows of wgmma's activations: whole chunks of 64 inputs (the
+-- arrays in blocks of 128 rows x 64 inputs, grid.cut's tile16).
+local function strides16(spec) return lib.round_up(spec.dim, 64), lib.round_up(spec.hidden, 64) end
 
 -- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
 -- `weights` (segments), else nil (before sm_80, or where its stages do not
@@ -112,6 +113,9 @@ function M.variant(ctx, kind, weights)
   -- only the accumulators).
   local bk = ctx.tune:dial(M.name, "chunk",
                            (wg or tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
+  if wg and bk ~= 64 then
+    refuse("tune: gemm.chunk=32 on wgmma (bf16, fp16 on sm_90a): its stages are the blocks of 64 inputs of the arrays")
+  end
   local a_floats, b_floats = a_floats_of(tallest, bk), b_floats_of(bk)
   -- as many stages as fit, up to 4 (3 with two blocks a SM); wgmma's up
   -- to 6 (it loads kPipe - 2 chunks ahead: one chunk's products are in
@@ -120,8 +124,13 @@ function M.variant(ctx, kind, weights)
   while stages > fewest and 4 * stages * (a_floats + b_floats) > limit do stages = stages - 1 end
   local shared = 4 * stages * (a_floats + b_floats)
   -- wgmma's tiles leave their sums in the stages for the epilogue (fp32,
-  -- rows of BN + 8)
-  if wg then shared = math.max(shared, 4 * 32 * tallest * (BN + 8)) end
+  -- rows of BN + 8); after both, a stage's `full` mbarrier (8 bytes)
+  local barriers
+  if wg then
+    shared = math.max(shared, 4 * 32 * tallest * (BN + 8))
+    barriers = shared
+    shared = shared + 8 * stages
+  end
   if shared > limit then return nil end
   return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
@@ -133,7 +142,9 @@ function M.variant(ctx, kind, weights)
     layers = layers,
     x_stride = lib.round_up(D, 4), h_stride = lib.round_up(H, 4),
     gemm_bn = BN, gemm_bk = bk, gemm_stages = stages,
-    weights = weights,
+    gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
+    -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
+    weights = wg and mma.tiles(spec) or weights,
     -- wgmma's 16-bit activations: rows of h and of layer 1's input (x, or
     -- a later stage's input), in elements
     h16_stride = wg and select(2, strides16(spec)) or nil,

@@ -125,7 +125,9 @@ end
 -- padded to 16 bytes; 16-bit elements for bf16 and fp16, tf32-rounded
 -- fp32 for tf32, fp32 for tf32x3), none where the kernel reads the fp32
 -- matrices.
-function M.segments(ctx, kind)
+-- tiled: also the 16-bit copies in the stage tiles of gemm on wgmma
+-- (mma.cut's pack_tiles), "w<l>g".
+function M.segments(ctx, kind, tiled)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
   if reads_fp32(kind, D, H) then return {} end
@@ -135,10 +137,26 @@ function M.segments(ctx, kind)
   local out = {}
   for l = 1, spec.layers do
     local inputs, outputs = lib.layer_shape(spec, l)
-    out[l] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
-              what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
+    out[#out + 1] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
+                     what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
+  end
+  if tiled and es == 2 then
+    for l = 1, spec.layers do
+      local inputs, outputs = lib.layer_shape(spec, l)
+      local blocks = (outputs + 255) // 256 * ((inputs + 63) // 64)
+      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 64 * 256 // 2, layer = l, tiled = true,
+                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of 64 x 256",
+                                            kind, l, (outputs + 255) // 256, (inputs + 63) // 64)}
+    end
   end
   for _, s in ipairs(out) do s.owner, s.kind = M.name, kind end
+  return out
+end
+
+-- The tiled copies' names (M.segments with tiled), one a layer.
+function M.tiles(spec)
+  local out = {}
+  for l = 1, spec.layers do out[l] = "w" .. l .. "g" end
   return out
 end
 

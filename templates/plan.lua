@@ -233,7 +233,10 @@ local function copies(ctx, c, variants, scratch)
   local out = {cluster = S.cluster.segments(ctx, variants)}
   -- the matrix units' copies, unless wgstream3 takes the mma kernel's
   -- place and no gemm variant reads them
-  if c.kind and not (c.ws and c.ws.split and not c.gemm) then out.mma = S.mma.segments(ctx, c.kind) end
+  -- (with gemm on wgmma, also its tiled copies)
+  local tiled = false
+  for _, v in ipairs(variants) do tiled = tiled or v.gemm_wgmma or false end
+  if c.kind and not (c.ws and c.ws.split and not c.gemm) then out.mma = S.mma.segments(ctx, c.kind, tiled) end
   if c.wgmma then out.wgmma = S.wgmma.segments(ctx) end
   if c.ws then out.wgstream = S.wgstream.segments(ctx, c.ws) end
   if c.rmma then out.rmma = S.rmma.segments(ctx, spec.precision, c.rmma.dim_pad, c.rmma.hidden_pad) end

@@ -611,9 +611,10 @@ static void test_wgmma_layout_probe(void **state) {
 
 /* gemm on wgmma's layer on its own (the generated source of D=64, H=2048
  * bf16 on sm_90a, plus a probe kernel calling layer<64, 256, 2> on one
- * block): A (rows x 64, bf16 as the scratch area holds it) staged
- * K-major, the weights (64 inputs x 256 outputs, bf16 rows as packed)
- * staged N-major, one chunk of products on each warpgroup's 128 outputs,
+ * block): A (rows x 64, bf16 in a block of 128 x 64 as the scratch area
+ * holds it) staged K-major, the weights (64 inputs x 256 outputs, bf16 in a
+ * block as packed) staged N-major, each by one bulk copy completing on the
+ * stage's mbarrier, one chunk of products on each warpgroup's 128 outputs,
  * the accumulators through the epilogue: D = A W as on the CPU from the
  * same bf16 inputs, rows past `rows` never written.  Where the gemm
  * variant fails, this tells its layouts (the descriptors' byte offsets
@@ -635,6 +636,23 @@ static uint16_t bf16_bits(float v) {
   return (uint16_t)(u >> 16);
 }
 
+/* The probe's operands as the gemm strategy lays them out in global
+ * memory (its stages' images): A (rows <= 128 x in <= 64, row-major) as one
+ * block of 128 rows x 64 inputs (grid.cut's tile16), W (in <= 64 x out <=
+ * 256, row-major) as one block of 64 inputs x 256 outputs (mma.cut's
+ * pack_tiles); zeros elsewhere. */
+enum { A_BLOCK = 128 * 64, W_BLOCK = 64 * 256 };
+static void tile_a(const uint16_t *a, int rows, int in, uint16_t t[A_BLOCK]) {
+  memset(t, 0, A_BLOCK * sizeof *t);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < in; ++k) t[(r >> 3) * 512 + (k >> 3) * 64 + (r & 7) * 8 + (k & 7)] = a[(size_t)r * in + k];
+}
+static void tile_w(const uint16_t *w, int in, int out, uint16_t t[W_BLOCK]) {
+  memset(t, 0, W_BLOCK * sizeof *t);
+  for (int k = 0; k < in; ++k)
+    for (int n = 0; n < out; ++n) t[(k >> 3) * 2048 + (n >> 3) * 64 + (k & 7) * 8 + (n & 7)] = w[(size_t)k * out + n];
+}
+
 /* The probe's layer run on A = the identity (ROWS = IN = 64) and weights
  * that hold their own input index, then their own output index: D[r][j]
  * must be r, then j.  Where it is not, the message names the weight each
@@ -653,7 +671,10 @@ static void probe_mapping(const probe_kernel *p, int rows_in, int in, int out) {
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < in; ++i)
       for (int j = 0; j < out; ++j) w[(size_t)i * out + j] = bf16_bits((float)(pass == 0 ? i : j));
-    CUdeviceptr da = probe_upload(a, na * sizeof *a), dw = probe_upload(w, nw * sizeof *w);
+    static uint16_t ta[A_BLOCK], tw[W_BLOCK];
+    tile_a(a, rows_in, in, ta);
+    tile_w(w, in, out, tw);
+    CUdeviceptr da = probe_upload(ta, sizeof ta), dw = probe_upload(tw, sizeof tw);
     CUdeviceptr dd = probe_upload(NULL, nd * sizeof(float));
     int rows = rows_in;
     void *args[] = {&da, &dw, &dd, &rows};
@@ -691,16 +712,18 @@ static void test_gemm_wgmma_probe(void **state) {
                                "gemm");
   enum { ROWS = 64, IN = 64, OUT = 256 };
   static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT];
-  static uint16_t a16[ROWS * IN], packed[IN * OUT];
+  static uint16_t a16[ROWS * IN], packed[IN * OUT], ta[A_BLOCK], tw[W_BLOCK];
   fg_test_fill_uniform(a, ROWS * IN, fg_test_seed() + 3, 1.0f);
   fg_test_fill_uniform(w, IN * OUT, fg_test_seed() + 4, 1.0f);
   for (int e = 0; e < ROWS * IN; ++e) a16[e] = bf16_bits(a[e]);
   for (int e = 0; e < IN * OUT; ++e) packed[e] = bf16_bits(w[e]);
+  tile_a(a16, ROWS, IN, ta);
+  tile_w(packed, IN, OUT, tw);
   probe_mapping(&p, ROWS, IN, OUT);
   const fg_cuda_api *cu = fg_cuda(NULL);
   for (int rows = ROWS; rows >= 50; rows -= 14) {
     for (int e = 0; e < ROWS * OUT; ++e) d[e] = NAN;
-    CUdeviceptr da = probe_upload(a16, sizeof a16), dw = probe_upload(packed, sizeof packed);
+    CUdeviceptr da = probe_upload(ta, sizeof ta), dw = probe_upload(tw, sizeof tw);
     CUdeviceptr dd = probe_upload(d, sizeof d);
     void *args[] = {&da, &dw, &dd, &rows};
     probe_run(&p, 256, args);

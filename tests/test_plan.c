@@ -402,7 +402,11 @@ static void test_gemm_on_wgmma(void **state) {
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
     assert_non_null(strstr(src, "constexpr int kBK = 64;"));
-    assert_non_null(strstr(src, "put16(at16(params, kH1) + r * kHStride + j, silu("));
+    assert_non_null(strstr(src, "put16(at16(params, kH1) + tile16(r, j, kHChunks), silu("));
+    /* both operands staged by bulk copies from their tiled copies */
+    assert_non_null(strstr(src, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
+    assert_non_null(strstr(src, "constexpr int k_w2g = "));
+    assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden>(i - k_w2g,"));
     assert_null(strstr(src, "load_b<kBStride>"));
     /* h1, h2 (2048 x 2048 x 2 bytes each), the state (2048 x 256 x 4), its
      * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
@@ -431,6 +435,8 @@ static void test_gemm_on_wgmma(void **state) {
     const char *tune, *message;
   } refused[] = {
       {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16 on sm_90a): 64 rows at least"},
+      {"only=tiled:gemm,gemm.chunk=32",
+       "tune: gemm.chunk=32 on wgmma (bf16, fp16 on sm_90a): its stages are the blocks of 64 inputs of the arrays"},
       {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
       {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
   };
