@@ -129,7 +129,7 @@ function M.variant(ctx, kind, weights)
   if wg then
     shared = math.max(shared, 4 * 32 * tallest * (BN + 8))
     barriers = shared
-    shared = shared + 8 * stages
+    shared = shared + 8 * stages + 8  -- and the block's count of chunks staged
   end
   if shared > limit then return nil end
   return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},

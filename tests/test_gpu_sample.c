@@ -615,7 +615,8 @@ static void test_wgmma_layout_probe(void **state) {
  * holds it) staged K-major, the weights (64 inputs x 256 outputs, bf16 in a
  * block as packed) staged N-major, each by one bulk copy completing on the
  * stage's mbarrier, one chunk of products on each warpgroup's 128 outputs,
- * the accumulators through the epilogue: D = A W as on the CPU from the
+ * the accumulators through the epilogue (the mbarriers set up first, as
+ * a launch of the variant does): D = A W as on the CPU from the
  * same bf16 inputs, rows past `rows` never written.  Where the gemm
  * variant fails, this tells its layouts (the descriptors' byte offsets
  * first) from the rest. */
@@ -625,6 +626,7 @@ static const char gemm_wgmma_probe[] =
     "{\n"
     "  using namespace flowgen::probe::gemm;\n"
     "  extern __shared__ __align__(16) float smem[];\n"
+    "  pipeline_start(smem);\n"
     "  layer<64, 256, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n"
     "}\n";
 
