@@ -46,7 +46,7 @@ end
 -- thread keeps 4 groups of loads of 1 or 2 weights in flight (2 in
 -- multi-stage kernels), or 1 of 4 (grid.cut): 4 weights a load from 9
 -- samples (measured faster there on an H200, 2 below).
-local function variant(ctx, rows, max_batch)
+local function variant(ctx, rows, max_batch, w16)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
   local threads = 512
@@ -82,7 +82,8 @@ local function variant(ctx, rows, max_batch)
     end
     shared = 4 * at
   end
-  return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template, reads = {"grid"}},
+  return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template,
+                            reads = w16 and {"mma", "grid"} or {"grid"}},
                      {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
     max_batch = max_batch,
     batch_limit = M.ROWS,  -- the kernel serves no more (its scratch area)
@@ -93,6 +94,10 @@ local function variant(ctx, rows, max_batch)
     x_stride = D, h_stride = H,
     scratch_data = M.SCRATCH_DATA,
     resident = resident,
+    -- bf16, fp16: the weights read from the mma kernel's 16-bit copies
+    -- (half the bytes through L2; the products still fp32 FMA)
+    w16 = w16 and w16.kind or nil,
+    weights = w16 and w16.weights or nil,
   })
 end
 
@@ -106,8 +111,10 @@ function M.applies(ctx)
 end
 
 -- One sample alone (no products on rows of zeros), up to 8, up to 64.
-function M.variants(ctx)
-  return {variant(ctx, 1, 1), variant(ctx, 8, 8), variant(ctx, 8, M.ROWS)}
+-- w16: {kind = "bf16" or "fp16", weights = the 16-bit copies' names, a
+-- layer each}, or nil (fp32 weights).
+function M.variants(ctx, w16)
+  return {variant(ctx, 1, 1, w16), variant(ctx, 8, 8, w16), variant(ctx, 8, M.ROWS, w16)}
 end
 
 -- The scratch area (zeros when packed), for `floats` floats of

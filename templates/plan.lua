@@ -143,7 +143,11 @@ local function small_batches(ctx, chain, c)
   end
   if #chain.variants > 0 then return end
   if c.grid then
-    for _, v in ipairs(S.grid.variants(ctx)) do
+    -- bf16 and fp16 read the mma kernel's 16-bit copies (packed wherever
+    -- the precision's kind is planned)
+    local half = c.kind == "bf16" or c.kind == "fp16"
+    local w16 = half and {kind = c.kind, weights = S.mma.weights(c.kind, spec)} or nil
+    for _, v in ipairs(S.grid.variants(ctx, w16)) do
       if ctx.tune:allows("grid", v.strategy) then chain:take(v, v.max_batch) end
     end
   end

@@ -362,8 +362,9 @@ static void test_tiled_compiles(void **state) {
  * of 32 inputs a stage, where 64 spilled: D=2, H=704; 64 inputs a stage
  * under 32-row tiles: D=2, H=640; two blocks a SM); gemm on tf32, bf16
  * and fp16 operands (where their mma kernel does not fit: H=2048; forced
- * at D=17, H=200 on sm_80).  RK4 at the largest shape:
- * test_largest_compile_time. */
+ * at D=17, H=200 on sm_80); the grid variants in bf16 and fp16 (the
+ * weights from the 16-bit copies, 4, 2 and 1 a load).  RK4 at the largest
+ * shape: test_largest_compile_time. */
 static void test_grid_and_gemm_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -379,13 +380,16 @@ static void test_grid_and_gemm_compiles(void **state) {
       {33, 2048, 2, EULER, TF32, 90, false, "only=tiled:gemm", "gemm"},
       {64, 2048, 2, EULER, BF16, 90, false, "only=tiled:gemm,gemm.per_sm=2", "gemm"},
       {17, 200, 3, EULER, FP16, 80, false, "only=tiled:gemm,gemm.rows=32,gemm.chunk=64", "gemm"},
+      {128, 512, 2, EULER, BF16, 90, false, "only=grid:tiled8", "grid_b1,grid_b8,grid_b64"},
+      {17, 4095, 3, HEUN, FP16, 90, false, "only=grid:tiled8:tiled", "grid_b1,grid_b8,grid_b64"},
   };
   COMPILE(cases);
 }
 
 /* The grid variants with resident weights (grid.resident=1): every layer's
  * tiles in shared memory (D=256, H=2048), some (H=4095, D=17: rows of no
- * multiple of 4), RK4, sm_80, a guided conditional member of 4 layers. */
+ * multiple of 4), RK4, sm_80, a guided conditional member of 4 layers;
+ * bf16 and fp16 (the copies filled from the 16-bit weights). */
 static void test_grid_resident_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -395,6 +399,9 @@ static void test_grid_resident_compiles(void **state) {
       {128, 1024, 2, EULER, FP32, 80, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
       {64, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8",
        "cond=40;guidance=1;layers=4;act=gelu"},
+      {256, 2048, 2, EULER, BF16, 90, false, "only=grid:tiled8:tiled,grid.resident=1",
+       "grid_b1,grid_b8,grid_b64"},
+      {17, 4095, 3, RK4, FP16, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
   };
   COMPILE(cases);
 }
