@@ -814,16 +814,13 @@ static const variant_shape gemm_half[] = {{256, 2048, 4, FLOWGEN_PRECISION_BF16}
                                           {17, 200, 3, FLOWGEN_PRECISION_FP16},
                                           {3, 100, 5, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_RK4}};
 
-/* The gemm strategy on each precision's own operands (only=tiled:gemm):
- * tf32 m16n8k8; bf16 and fp16 on wgmma where the runtime builds for sm_90a
- * (m64n256k16, the activations in 16 bits in the scratch area), else, and
- * with two blocks a SM, m16n8k16 (ldmatrix B fragments from the 16-bit
- * copies); from batch 1057 (on wgmma from 2, and again from 1057), at the
- * precision's tolerance: where the mma kernel does not fit (H=2048, H=4095
- * with rows of no multiple of 8) and small shapes; every solver; a chunk's
- * tiles of every height, 64 inputs a stage (gemm.chunk=64 under 32-row
- * tiles), two blocks a SM. */
-static void test_gemm_each_precision(void **state) {
+/* The gemm strategy on each precision's own operands (only=tiled:gemm),
+ * from batch 1057 at the precision's tolerance, where the mma kernel does
+ * not fit (H=2048, H=4095 with rows of no multiple of 8) and on small
+ * shapes, every solver; three tests, the suite's longest, that a device
+ * round's shards run side by side.  tf32: m16n8k8, one and two blocks a
+ * SM. */
+static void test_gemm_tf32(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   static const char *const gemm[] = {"gemm"};
@@ -831,13 +828,30 @@ static void test_gemm_each_precision(void **state) {
                                        {33, 4095, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN},
                                        {64, 256, 4, FLOWGEN_PRECISION_TF32},
                                        {3, 100, 5, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_MIDPOINT}};
-  const size_t n_tf32 = sizeof tf32 / sizeof *tf32;
-  check_variants_within("only=tiled:gemm", gemm, 1, tf32, n_tf32, 2e-4);
-  check_variants_within("only=tiled:gemm", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
-  /* (on wgmma it starts at batch 2, in 64-row tiles: its 128-row tiles from 1057) */
-  check_variants_within("only=tiled:gemm,gemm=1057:", gemm, 1, gemm_half, 2, 2e-2);
-  check_variants_within("only=tiled:gemm,gemm.per_sm=2,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
+  check_variants_within("only=tiled:gemm", gemm, 1, tf32, sizeof tf32 / sizeof *tf32, 2e-4);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, tf32 + 2, 2, 2e-4);
+}
+
+/* bf16 and fp16 on wgmma where the runtime builds for sm_90a (m64n256k16,
+ * both operands staged by bulk copies, the activations in 16 bits in the
+ * scratch area; else m16n8k16 on mma.sync): from batch 2 in tiles of 64
+ * rows, and from 1057, where tiles of 128 rows come in. */
+static void test_gemm_16bit(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const char *const gemm[] = {"gemm"};
+  check_variants_within("only=tiled:gemm", gemm, 1, gemm_half, sizeof gemm_half / sizeof *gemm_half, 2e-2);
+  check_variants_within("only=tiled:gemm,gemm=1057:", gemm, 1, gemm_half, 2, 2e-2);
+}
+
+/* bf16 and fp16 on mma.sync (two blocks a SM: not wgmma): ldmatrix B
+ * fragments from the 16-bit copies; a chunk's tiles of every height, 64
+ * inputs a stage under 32-row tiles. */
+static void test_gemm_16bit_mma_sync(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const char *const gemm[] = {"gemm"};
+  check_variants_within("only=tiled:gemm,gemm.per_sm=2,gemm.rows=32,gemm.chunk=64", gemm, 1, gemm_half + 3, 2, 2e-2);
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, gemm_half, 2, 2e-2);
 }
 
@@ -877,7 +891,7 @@ static void test_grid_16bit(void **state) {
 }
 
 /* gemm on wgmma (bf16 and fp16 where the runtime builds for sm_90a; its
- * tiles of 128 rows over 64 in test_gemm_each_precision): tiles of 64 rows
+ * tiles of 128 rows over 64 in test_gemm_16bit): tiles of 64 rows
  * alone (gemm.rows=64: a warpgroup's m64n128k16 half of 256 outputs). */
 static void test_gemm_wgmma(void **state) {
   FG_SKIP_WITHOUT_GPU();
@@ -1398,7 +1412,9 @@ int main(void) {
   if (filter && *filter) cmocka_set_test_filter(filter);
   /* the longest first (each a shard's of four: FLOWGEN_TEST_SHARD) */
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gemm_each_precision),
+      cmocka_unit_test(test_gemm_16bit),
+      cmocka_unit_test(test_gemm_tf32),
+      cmocka_unit_test(test_gemm_16bit_mma_sync),
       cmocka_unit_test(test_family_matches_reference),
       cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_gemm_family),
