@@ -8,11 +8,11 @@
 -- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
--- but bf16 and fp16 on sm_90a (one block a SM) take wgmma: tiles of 128
--- rows (64 below) x 256 outputs, both operands from shared memory, a
+-- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
+-- 128 rows (64 below) x 256 outputs, both operands from shared memory, a
 -- warpgroup's m64n256 products asynchronous, one chunk's in flight while
--- the next is staged, the activations kept in the scratch area in 16 bits
--- (faster than mma.sync there: docs/performance.md).
+-- the next is staged, the activations kept in the scratch area in the
+-- operands' kind (faster than mma.sync there: docs/performance.md).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -38,17 +38,25 @@ function M.rows(spec)
   return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
 end
 
--- Whether the products are wgmma (bf16 or fp16 operands for sm_90a, one
--- block a SM): then the activations in the scratch area are 16-bit.
+-- Whether the products are wgmma (bf16, fp16 or tf32 operands for sm_90a,
+-- one block a SM): then the activations in the scratch area are kept in
+-- the operands' kind, laid out as the pipeline stages' images.
 function M.on_wgmma(ctx, kind)
   local spec = ctx.spec
-  return (kind == "bf16" or kind == "fp16") and spec.arch == 90 and spec.arch_specific
+  return (kind == "bf16" or kind == "fp16" or kind == "tf32") and spec.arch == 90 and spec.arch_specific
          and ctx.tune:dial(M.name, "per_sm", 1) == 1 or false
 end
 
--- The 16-bit rows of wgmma's activations: whole chunks of 64 inputs (the
--- arrays in blocks of 128 rows x 64 inputs, grid.cut's tile16).
-local function strides16(spec) return lib.round_up(spec.dim, 64), lib.round_up(spec.hidden, 64) end
+-- wgmma's chunk: the inputs of 128 bytes of a row (64 in 16 bits, 32 in
+-- tf32), a pipeline stage's.
+local function chunk_inputs(kind) return (kind == "bf16" or kind == "fp16") and 64 or 32 end
+
+-- The rows of wgmma's activations, in elements: whole chunks (the arrays
+-- in blocks of 128 rows x a chunk's inputs, grid.cut's tile_act).
+local function strides_act(spec, kind)
+  local ci = chunk_inputs(kind)
+  return lib.round_up(spec.dim, ci), lib.round_up(spec.hidden, ci)
+end
 
 -- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
 -- `weights` (segments), else nil (before sm_80, or where its stages do not
@@ -69,20 +77,21 @@ function M.variant(ctx, kind, weights)
   -- 128 x 128)
   local BN = wg and 256 or 128
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
-  -- a stage's inputs: fp32 rows, padded; wgmma's 16-bit core matrices
-  local function a_floats_of(mt, bk) return wg and 16 * mt * bk or 32 * mt * (bk + a_pad) end
+  -- a stage's inputs: fp32 rows, padded; wgmma's core matrices (16-bit
+  -- or tf32: 8 rows x 16 bytes)
+  local function a_floats_of(mt, bk) return wg and 8 * mt * bk * w_bytes or 32 * mt * (bk + a_pad) end
   -- wgmma's weights: 8 x 8 core matrices, no padding
   local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 end
   local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
-  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, wg and 64 or 32) <= limit
+  local tall = blocks == 1 and spec.arch == 90 and 4 * 3 * stage_floats(4, wg and chunk_inputs(kind) or 32) <= limit
   local max_mt = ctx.tune:dial(M.name, "rows", tall and 128 or 64) // 32
   if blocks > 1 and max_mt > 2 then
     refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
   end
   local min_mt = wg and 2 or 1
-  if max_mt < min_mt then refuse("tune: gemm.rows=32 on wgmma (bf16, fp16 on sm_90a): 64 rows at least") end
+  if max_mt < min_mt then refuse("tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least") end
   -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1;
   -- wgmma's down to 2: a warpgroup's products are 64 rows),
   -- the one that leaves each block the fewest rows over a full chunk (waves
@@ -109,12 +118,13 @@ function M.variant(ctx, kind, weights)
   end
   -- 64 inputs a stage where no tile is taller than 32 rows and 3 stages
   -- fit (faster there; with taller tiles the layer takes every register
-  -- and the kernel spills around its calls); wgmma's 64 (its registers hold
-  -- only the accumulators).
-  local bk = ctx.tune:dial(M.name, "chunk",
-                           (wg or tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
-  if wg and bk ~= 64 then
-    refuse("tune: gemm.chunk=32 on wgmma (bf16, fp16 on sm_90a): its stages are the blocks of 64 inputs of the arrays")
+  -- and the kernel spills around its calls); wgmma's 128 bytes of a row
+  -- (its registers hold only the accumulators).
+  local bk = ctx.tune:dial(M.name, "chunk", wg and chunk_inputs(kind)
+                           or (tallest == 1 and 4 * 3 * stage_floats(tallest, 64) <= limit) and 64 or 32)
+  if wg and bk ~= chunk_inputs(kind) then
+    refuse(string.format("tune: gemm.chunk=%d on wgmma (%s on sm_90a): its stages are the arrays' blocks of %d inputs",
+                         bk, kind, chunk_inputs(kind)))
   end
   local a_floats, b_floats = a_floats_of(tallest, bk), b_floats_of(bk)
   -- as many stages as fit, up to 4 (3 with two blocks a SM); wgmma's up
@@ -145,23 +155,25 @@ function M.variant(ctx, kind, weights)
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
     weights = wg and mma.tiles(spec) or weights,
-    -- wgmma's 16-bit activations: rows of h and of layer 1's input (x, or
-    -- a later stage's input), in elements
-    h16_stride = wg and select(2, strides16(spec)) or nil,
-    x16_stride = wg and strides16(spec) or nil,
+    -- wgmma's activations in the operands' kind (2 or 4 bytes): rows of h
+    -- and of layer 1's input (x, or a later stage's input), in elements
+    act_bytes = wg and w_bytes or nil,
+    hact_stride = wg and select(2, strides_act(spec, kind)) or nil,
+    xact_stride = wg and strides_act(spec, kind) or nil,
   })
 end
 
 -- Floats of its activations in the scratch area, on operands of `kind`
--- (mma.lua's).  On wgmma: the state and the sums (fp32) and, in 16 bits, h
--- (two buffers) and layer 1's input.
+-- (mma.lua's).  On wgmma: the state and the sums (fp32) and, in the
+-- operands' kind, h (two buffers) and layer 1's input.
 function M.scratch(ctx, kind)
   local spec = ctx.spec
   local rows, x_stride = M.rows(spec), lib.round_up(spec.dim, 4)
   if M.on_wgmma(ctx, kind) then
-    local x16, h16 = strides16(spec)
+    local xa, ha = strides_act(spec, kind)
+    local es = kind == "tf32" and 4 or 2  -- bytes an element
     local multi = #ctx.solver.c > 1
-    return rows * (lib.hidden_rows(spec) * h16 + x16 // 2 + (multi and 2 or 1) * x_stride)
+    return rows * ((lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (multi and 2 or 1) * x_stride)
   end
   return grid.scratch_activations(ctx, rows, x_stride, lib.round_up(spec.hidden, 4), true)
 end

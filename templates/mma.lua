@@ -125,8 +125,9 @@ end
 -- padded to 16 bytes; 16-bit elements for bf16 and fp16, tf32-rounded
 -- fp32 for tf32, fp32 for tf32x3), none where the kernel reads the fp32
 -- matrices.
--- tiled: also the 16-bit copies in the stage tiles of gemm on wgmma
--- (mma.cut's pack_tiles), "w<l>g".
+-- tiled: also the 16-bit or tf32 copies in the stage tiles of gemm on
+-- wgmma (mma.cut's pack_tiles: blocks of a chunk's inputs, 128 bytes, x
+-- 256 outputs), "w<l>g".
 function M.segments(ctx, kind, tiled)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
@@ -140,13 +141,14 @@ function M.segments(ctx, kind, tiled)
     out[#out + 1] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
                      what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
   end
-  if tiled and es == 2 then
+  if tiled and (es == 2 or kind == "tf32") then
+    local ci = 128 // es  -- a chunk's inputs
     for l = 1, spec.layers do
       local inputs, outputs = lib.layer_shape(spec, l)
-      local blocks = (outputs + 255) // 256 * ((inputs + 63) // 64)
-      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 64 * 256 // 2, layer = l, tiled = true,
-                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of 64 x 256",
-                                            kind, l, (outputs + 255) // 256, (inputs + 63) // 64)}
+      local blocks = (outputs + 255) // 256 * ((inputs + ci - 1) // ci)
+      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 128 * 256 // 4, layer = l, tiled = true,
+                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x 256",
+                                            kind, l, (outputs + 255) // 256, (inputs + ci - 1) // ci, ci)}
     end
   end
   for _, s in ipairs(out) do s.owner, s.kind = M.name, kind end

@@ -101,8 +101,8 @@ local function choose(ctx)
   -- first wave of blocks, and from its first batch with large weights; at
   -- H=512 no faster once mma's waves are full: docs/performance.md), or
   -- where only= names it
-  c.gemm_over_mma = c.kind and c.fits and (spec.hidden >= 1024 or t:forces("gemm", "gemm"))
-      and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
+  c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16") and c.fits
+      and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then

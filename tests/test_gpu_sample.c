@@ -488,6 +488,16 @@ static float round_bf16(float x) {
   return x;
 }
 
+/* x rounded to tf32 (to nearest, ties away from zero: cvt.rna), back as a
+ * float. */
+static float round_tf32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
 /* A probe kernel on GPU 0: `probe` (its source, kernel `name`) appended to
  * the generated source of spec (named "probe", sm_90a) under tune,
  * compiled to a cubin, loaded in the primary context (pushed: probe_end
@@ -565,23 +575,24 @@ static void probe_run(const probe_kernel *p, int threads, void **args) {
 }
 
 /* The largest error of d (rows x cols) against sum_i a[r][i] W[i][j] on
- * bf16-rounded inputs, relative to the sum of |products|; fails past
- * 1e-5.  w holds W by outputs (w[j][i]) or by inputs (w[i][j]). */
+ * inputs rounded by `round` (round_bf16, round_tf32), relative to the sum
+ * of |products|; fails past 1e-5.  w holds W by outputs (w[j][i]) or by
+ * inputs (w[i][j]). */
 static double probe_check(const float *d, const float *a, int rows, int cols, int inputs,
-                          const float *w, bool w_by_output) {
+                          const float *w, bool w_by_output, float (*round)(float)) {
   double worst = 0;
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < cols; ++j) {
       double ref = 0, mag = 0;
       for (int i = 0; i < inputs; ++i) {
-        const double x = round_bf16(a[r * inputs + i]);
-        const double y = round_bf16(w_by_output ? w[j * inputs + i] : w[i * cols + j]);
+        const double x = round(a[r * inputs + i]);
+        const double y = round(w_by_output ? w[j * inputs + i] : w[i * cols + j]);
         ref += x * y;
         mag += fabs(x * y);
       }
       double e = fabs(d[r * cols + j] - ref) / (mag > 0 ? mag : 1);
       if (!(e <= worst)) worst = e;
-      if (!(e <= 1e-5)) fail_msg("D[%d][%d] = %g, expected %g (A W of the bf16 inputs)", r, j, d[r * cols + j], ref);
+      if (!(e <= 1e-5)) fail_msg("D[%d][%d] = %g, expected %g (A W of the rounded inputs)", r, j, d[r * cols + j], ref);
     }
   return worst;
 }
@@ -605,7 +616,7 @@ static void test_wgmma_layout_probe(void **state) {
   cu->cuMemFree(dw);
   cu->cuMemFree(dd);
   probe_end(&p);
-  double worst = probe_check(d, a, 64, 64, 32, w, true);
+  double worst = probe_check(d, a, 64, 64, 32, w, true, round_bf16);
   printf("# wgmma probe: largest error %.2e of the sum of |products|\n", worst);
 }
 
@@ -620,15 +631,17 @@ static void test_wgmma_layout_probe(void **state) {
  * same bf16 inputs, rows past `rows` never written.  Where the gemm
  * variant fails, this tells its layouts (the descriptors' byte offsets
  * first) from the rest. */
-static const char gemm_wgmma_probe[] =
-    "extern \"C\" __global__ void __launch_bounds__(256) gemm_wgmma_probe(\n"
-    "    const unsigned short* a, const float* w, float* d, int rows)\n"
-    "{\n"
-    "  using namespace flowgen::probe::gemm;\n"
-    "  extern __shared__ __align__(16) float smem[];\n"
-    "  pipeline_start(smem);\n"
-    "  layer<64, 256, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n"
-    "}\n";
+/* The probe kernel, on activations of type A_TYPE (a string). */
+#define GEMM_WGMMA_PROBE(A_TYPE)                                                                         \
+  "extern \"C\" __global__ void __launch_bounds__(256) gemm_wgmma_probe(\n"                              \
+  "    const " A_TYPE "* a, const float* w, float* d, int rows)\n"                                        \
+  "{\n"                                                                                                 \
+  "  using namespace flowgen::probe::gemm;\n"                                                           \
+  "  extern __shared__ __align__(16) float smem[];\n"                                                   \
+  "  pipeline_start(smem);\n"                                                                          \
+  "  layer<64, 256, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n" \
+  "}\n"
+static const char gemm_wgmma_probe[] = GEMM_WGMMA_PROBE("unsigned short");
 
 /* bf16 bits of v (exact for the small integers the mapping run uses). */
 static uint16_t bf16_bits(float v) {
@@ -640,7 +653,7 @@ static uint16_t bf16_bits(float v) {
 
 /* The probe's operands as the gemm strategy lays them out in global
  * memory (its stages' images): A (rows <= 128 x in <= 64, row-major) as one
- * block of 128 rows x 64 inputs (grid.cut's tile16), W (in <= 64 x out <=
+ * block of 128 rows x 64 inputs (grid.cut's tile_act), W (in <= 64 x out <=
  * 256, row-major) as one block of 64 inputs x 256 outputs (mma.cut's
  * pack_tiles); zeros elsewhere. */
 enum { A_BLOCK = 128 * 64, W_BLOCK = 64 * 256 };
@@ -653,6 +666,24 @@ static void tile_w(const uint16_t *w, int in, int out, uint16_t t[W_BLOCK]) {
   memset(t, 0, W_BLOCK * sizeof *t);
   for (int k = 0; k < in; ++k)
     for (int n = 0; n < out; ++n) t[(k >> 3) * 2048 + (n >> 3) * 64 + (k & 7) * 8 + (n & 7)] = w[(size_t)k * out + n];
+}
+
+/* Fails where output (r, j) of the mapping runs (rows x out: D = I W with
+ * W[i][j] = i, then j) did not read W[r][j], naming the first few and the
+ * weight each read instead. */
+static void check_mapping(const float *di, const float *dj, int rows, int out) {
+  int wrong = 0;
+  char first[512] = "";
+  size_t used = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < out; ++j) {
+      const float gi = di[(size_t)r * out + j], gj = dj[(size_t)r * out + j];
+      if (gi == (float)r && gj == (float)j) continue;
+      if (wrong++ < 6 && used < sizeof first - 64)
+        used += (size_t)snprintf(first + used, sizeof first - used, " D[%d][%d] read W[%g][%g];", r, j, gi, gj);
+    }
+  if (wrong) fail_msg("%d of %d outputs read the wrong weight (A = I, D[r][j] should read W[r][j]):%s", wrong,
+                      rows * out, first);
 }
 
 /* The probe's layer run on A = the identity (ROWS = IN = 64) and weights
@@ -686,22 +717,13 @@ static void probe_mapping(const probe_kernel *p, int rows_in, int in, int out) {
     cu->cuMemFree(dw);
     cu->cuMemFree(dd);
   }
-  int wrong = 0;
-  char first[512] = "";
-  size_t used = 0;
-  for (int r = 0; r < rows_in && r < in; ++r)
-    for (int j = 0; j < out; ++j) {
-      const float gi = d[0][(size_t)r * out + j], gj = d[1][(size_t)r * out + j];
-      if (gi == (float)r && gj == (float)j) continue;
-      if (wrong++ < 6 && used < sizeof first - 64)
-        used += (size_t)snprintf(first + used, sizeof first - used, " D[%d][%d] read W[%g][%g];", r, j, gi, gj);
-    }
+  const int rows = rows_in < in ? rows_in : in;
+  float *di = d[0], *dj = d[1];
   free(a);
-  free(d[0]);
-  free(d[1]);
   free(w);
-  if (wrong) fail_msg("%d of %d outputs read the wrong weight (A = I, D[r][j] should read W[r][j]):%s", wrong,
-                      rows_in * out, first);
+  check_mapping(di, dj, rows, out);
+  free(di);
+  free(dj);
 }
 
 static void test_gemm_wgmma_probe(void **state) {
@@ -733,10 +755,86 @@ static void test_gemm_wgmma_probe(void **state) {
     cu->cuMemFree(da);
     cu->cuMemFree(dw);
     cu->cuMemFree(dd);
-    double worst = probe_check(d, a, rows, OUT, IN, w, false);
+    double worst = probe_check(d, a, rows, OUT, IN, w, false, round_bf16);
     for (int e = rows * OUT; e < ROWS * OUT; ++e)
       if (!isnan(d[e])) fail_msg("row %d written past the %d rows", e / OUT, rows);
     printf("# gemm wgmma probe, %d rows: largest error %.2e of the sum of |products|\n", rows, worst);
+  }
+  probe_end(&p);
+}
+
+/* gemm on wgmma's layer in tf32 on its own (the generated source of D=64,
+ * H=2048 tf32 on sm_90a, plus the probe kernel calling layer<64, 256, 2>):
+ * two chunks of 32 inputs, A (rows x 64, fp32 rounded to tf32) as blocks
+ * [chunk] of 128 rows x 32 inputs (grid.cut's tile_act: core matrices of
+ * 8 rows x 4 inputs, the 8-row groups 1 KB apart), the weights as blocks
+ * [chunk] of 32 inputs x 256 outputs, K-major (mma.cut's pack_tiles: core
+ * matrices of 8 outputs x 4 inputs, an output's inputs contiguous).  A =
+ * the identity first (D[r][j] must read W[r][j]: a wrong descriptor offset
+ * shows as the weight it read instead), then random rows: D = A W as on
+ * the CPU from the same tf32 inputs, rows past `rows` never written. */
+static const char gemm_wgmma_probe_tf32[] = GEMM_WGMMA_PROBE("float");
+
+enum { A32_BLOCK = 128 * 32, W32_BLOCK = 32 * 256 };
+static void tile_a32(const float *a, int rows, int in, float t[2 * A32_BLOCK]) {
+  memset(t, 0, 2 * A32_BLOCK * sizeof *t);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < in; ++k)
+      t[(k >> 5) * A32_BLOCK + (r >> 3) * 256 + ((k & 31) >> 2) * 32 + (r & 7) * 4 + (k & 3)] =
+          round_tf32(a[(size_t)r * in + k]);
+}
+static void tile_w32(const float *w, int in, int out, float t[2 * W32_BLOCK]) {
+  memset(t, 0, 2 * W32_BLOCK * sizeof *t);
+  for (int k = 0; k < in; ++k)
+    for (int n = 0; n < out; ++n)
+      t[(k >> 5) * W32_BLOCK + (n >> 3) * 256 + ((k & 31) >> 2) * 32 + (n & 7) * 4 + (k & 3)] =
+          round_tf32(w[(size_t)k * out + n]);
+}
+
+/* One launch of the tf32 probe on A (rows x 64) and W (64 x 256) into d
+ * (rows x 256, poisoned with NaN first). */
+static void probe_tf32_run(const probe_kernel *p, const float *a, const float *w, int rows, float *d) {
+  static float ta[2 * A32_BLOCK], tw[2 * W32_BLOCK];
+  tile_a32(a, rows, 64, ta);
+  tile_w32(w, 64, 256, tw);
+  for (int e = 0; e < 64 * 256; ++e) d[e] = NAN;
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdeviceptr da = probe_upload(ta, sizeof ta), dw = probe_upload(tw, sizeof tw);
+  CUdeviceptr dd = probe_upload(d, 64 * 256 * sizeof(float));
+  void *args[] = {&da, &dw, &dd, &rows};
+  probe_run(p, 256, args);
+  assert_int_equal(cu->cuMemcpyDtoH(d, dd, 64 * 256 * sizeof(float)), CUDA_SUCCESS);
+  cu->cuMemFree(da);
+  cu->cuMemFree(dw);
+  cu->cuMemFree(dd);
+}
+
+static void test_gemm_wgmma_probe_tf32(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  flowgen_spec spec = make_spec(64, 2048, 2);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe_tf32, "gemm_wgmma_probe", "gemm");
+  enum { ROWS = 64, IN = 64, OUT = 256 };
+  static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT], di[ROWS * OUT], dj[ROWS * OUT];
+  /* the mapping: A = I, W[i][j] = i, then j (exact in tf32) */
+  memset(a, 0, sizeof a);
+  for (int r = 0; r < ROWS; ++r) a[r * IN + r] = 1.0f;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < IN; ++i)
+      for (int j = 0; j < OUT; ++j) w[i * OUT + j] = (float)(pass == 0 ? i : j);
+    probe_tf32_run(&p, a, w, ROWS, pass == 0 ? di : dj);
+  }
+  check_mapping(di, dj, ROWS, OUT);
+  fg_test_fill_uniform(a, ROWS * IN, fg_test_seed() + 5, 1.0f);
+  fg_test_fill_uniform(w, IN * OUT, fg_test_seed() + 6, 1.0f);
+  for (int rows = ROWS; rows >= 50; rows -= 14) {
+    probe_tf32_run(&p, a, w, rows, d);
+    double worst = probe_check(d, a, rows, OUT, IN, w, false, round_tf32);
+    for (int e = rows * OUT; e < ROWS * OUT; ++e)
+      if (!isnan(d[e])) fail_msg("row %d written past the %d rows", e / OUT, rows);
+    printf("# gemm wgmma tf32 probe, %d rows: largest error %.2e of the sum of |products|\n", rows, worst);
   }
   probe_end(&p);
 }
@@ -1431,6 +1529,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_strategy),
       cmocka_unit_test(test_wgmma_layout_probe),
       cmocka_unit_test(test_gemm_wgmma_probe),
+      cmocka_unit_test(test_gemm_wgmma_probe_tf32),
       cmocka_unit_test(test_wgmma_strategy),
       cmocka_unit_test(test_wgstream_strategy),
       cmocka_unit_test(test_wgstream3_strategy),

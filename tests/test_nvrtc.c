@@ -441,12 +441,13 @@ static void test_wgmma_compiles(void **state) {
   COMPILE(cases);
 }
 
-/* gemm on wgmma (bf16 and fp16 on sm_90a; 256 outputs a tile: 128
+/* gemm on wgmma (bf16, fp16 and tf32 on sm_90a; 256 outputs a tile: 128
  * accumulators a thread) compiles without serialized wgmma or spills: a
  * wide shape, an odd one (H=4095, D=33), partial chunks (layer 1 of D=17,
  * layer 2 of H=200), RK4 and midpoint (the last layer's loads ahead of
  * its stores with the sums and without), a guided conditional member of
- * four layers; the first again in tiles of 64 rows alone (gemm.rows=64). */
+ * four layers; the first again in tiles of 64 rows alone (gemm.rows=64);
+ * tf32 on some of them. */
 static void test_gemm_wgmma_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
@@ -456,6 +457,11 @@ static void test_gemm_wgmma_compiles(void **state) {
       {17, 200, 3, MIDPOINT, BF16, 90, true, "only=tiled:gemm", "gemm"},
       {64, 2048, 2, EULER, BF16, 90, true, "only=tiled:gemm", "gemm", "cond=40;guidance=1;layers=4;act=gelu"},
       {256, 2048, 2, EULER, BF16, 90, true, "only=tiled:gemm,gemm.rows=64", "gemm"},
+      /* tf32: 32 inputs a chunk, the weights K-major */
+      {256, 2048, 2, EULER, TF32, 90, true, "only=tiled:gemm", "gemm"},
+      {33, 4095, 2, HEUN, TF32, 90, true, "only=tiled:gemm", "gemm"},
+      {17, 200, 3, RK4, TF32, 90, true, "only=tiled:gemm,gemm.rows=64", "gemm"},
+      {64, 2048, 2, EULER, TF32, 90, true, "only=tiled:gemm", "gemm", "cond=40;guidance=1;layers=4;act=gelu"},
   };
   COMPILE(cases);
 }

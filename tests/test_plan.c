@@ -402,7 +402,7 @@ static void test_gemm_on_wgmma(void **state) {
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
     assert_non_null(strstr(src, "constexpr int kBK = 64;"));
-    assert_non_null(strstr(src, "put16(at16(params, kH1) + tile16(r, j, kHChunks), silu("));
+    assert_non_null(strstr(src, "put_act(at_act(params, kH1) + tile_act(r, j, kHChunks), silu("));
     /* both operands staged by bulk copies from their tiled copies */
     assert_non_null(strstr(src, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
     assert_non_null(strstr(src, "constexpr int k_w2g = "));
@@ -421,8 +421,24 @@ static void test_gemm_on_wgmma(void **state) {
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
+  /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
+   * right after the 8-row kernel's split as bf16 */
+  flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
+  k = plan_of(&tf32, NULL);
+  char *chain = chain_of(k);
+  assert_non_null(strstr(chain, "tiled8c8 65-112 gemm 113-"));
+  free(chain);
+  const char *src = flowgen_kernel_source(k);
+  assert_non_null(strstr(src, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "));
+  assert_non_null(strstr(src, "p, 1, 1;"));
+  assert_non_null(strstr(src, "constexpr int kBK = 32;"));
+  assert_non_null(strstr(src, "using ActT = float;"));
+  assert_non_null(strstr(src, "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(in < IN && out < OUT ? get(in, out) : 0.0f));"));
+  flowgen_kernel_free(k);
+  expect_refused(&tf32, "only=tiled:gemm,gemm.chunk=64",
+                 "tune: gemm.chunk=64 on wgmma (tf32 on sm_90a): its stages are the arrays' blocks of 32 inputs");
   /* mma.sync where wgmma does not serve */
-  const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true),
+  const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, true),
                                  spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
                                  spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 80, false)};
   for (size_t i = 0; i < COUNT(others); ++i) {
@@ -434,9 +450,9 @@ static void test_gemm_on_wgmma(void **state) {
   static const struct {
     const char *tune, *message;
   } refused[] = {
-      {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16 on sm_90a): 64 rows at least"},
+      {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least"},
       {"only=tiled:gemm,gemm.chunk=32",
-       "tune: gemm.chunk=32 on wgmma (bf16, fp16 on sm_90a): its stages are the blocks of 64 inputs of the arrays"},
+       "tune: gemm.chunk=32 on wgmma (bf16 on sm_90a): its stages are the arrays' blocks of 64 inputs"},
       {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
       {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
   };
