@@ -402,7 +402,9 @@ static void test_gemm_on_wgmma(void **state) {
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
     assert_non_null(strstr(src, "constexpr int kBK = 64;"));
-    assert_non_null(strstr(src, "put_act(at_act(params, kH1) + tile_act(r, j, kHChunks), silu("));
+    /* the hidden layers' epilogues a value each, stored 16 bytes at a time */
+    assert_non_null(strstr(src, "hidden(at_act(params, kH1), kHChunks, [=](int r, int j, float acc) {"));
+    assert_non_null(strstr(src, "put_act16(epilogue.out + tile_act("));
     /* both operands staged by bulk copies from their tiled copies */
     assert_non_null(strstr(src, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
     assert_non_null(strstr(src, "constexpr int k_w2g = "));
