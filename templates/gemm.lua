@@ -9,7 +9,8 @@
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
 -- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
--- 128 rows (64 below) x 256 outputs, both operands from shared memory, a
+-- 128 rows (64 below) x 256 outputs (fewer where a layer has fewer: as
+-- few as hold them, from 32), both operands from shared memory, a
 -- warpgroup's m64n256 products asynchronous, one chunk's in flight while
 -- the next is staged, the activations kept in the scratch area in the
 -- operands' kind (faster than mma.sync there: docs/performance.md).
@@ -98,8 +99,11 @@ function M.variant(ctx, kind, weights)
   -- of tiles x rows per tile), ties to the taller (fewer operand loads per
   -- product).  For each chunk the kernel takes this height or half of it,
   -- by the same measure over the chunk's rows (grid.cut, product).
+  -- (wgmma's tiles of a layer with few outputs: as few as hold them)
+  local function tile_outputs(outputs) return wg and lib.wg_tile_outputs(outputs) or BN end
   local function block_rows(outputs, m)
-    local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + BN - 1) // BN)
+    local bn = tile_outputs(outputs)
+    local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + bn - 1) // bn)
     local slots = ctx.device.sms * blocks
     return (tiles + slots - 1) // slots * m
   end

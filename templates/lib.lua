@@ -184,6 +184,16 @@ end
 
 -- Layer l's inputs and outputs (l = 1 to L): W1 is applied to x alone
 -- (its time and conditioning columns are biases: params.lua).
+-- gemm on wgmma's outputs a tile of a layer of `outputs` outputs: 256, or
+-- the least power of 2 from 32 that holds them (a narrow last layer: fewer
+-- products of padding, a weight block of 64 inputs x that many outputs).
+function M.wg_tile_outputs(outputs)
+  if outputs >= 256 then return 256 end
+  local n = 32
+  while n < outputs do n = n * 2 end
+  return n
+end
+
 function M.layer_shape(spec, l)
   local D, H = spec.dim, spec.hidden
   if l == 1 then return D, H end

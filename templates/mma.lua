@@ -145,10 +145,11 @@ function M.segments(ctx, kind, tiled)
     local ci = 128 // es  -- a chunk's inputs
     for l = 1, spec.layers do
       local inputs, outputs = lib.layer_shape(spec, l)
-      local blocks = (outputs + 255) // 256 * ((inputs + ci - 1) // ci)
-      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 128 * 256 // 4, layer = l, tiled = true,
-                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x 256",
-                                            kind, l, (outputs + 255) // 256, (inputs + ci - 1) // ci, ci)}
+      local bn = lib.wg_tile_outputs(outputs)
+      local blocks = (outputs + bn - 1) // bn * ((inputs + ci - 1) // ci)
+      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 128 * bn // 4, layer = l, tiled = true, bn = bn,
+                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x %d",
+                                            kind, l, (outputs + bn - 1) // bn, (inputs + ci - 1) // ci, ci, bn)}
     end
   end
   for _, s in ipairs(out) do s.owner, s.kind = M.name, kind end

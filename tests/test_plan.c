@@ -408,7 +408,7 @@ static void test_gemm_on_wgmma(void **state) {
     /* both operands staged by bulk copies from their tiled copies */
     assert_non_null(strstr(src, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
     assert_non_null(strstr(src, "constexpr int k_w2g = "));
-    assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden>(i - k_w2g,"));
+    assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 256>(i - k_w2g,"));
     assert_null(strstr(src, "load_b<kBStride>"));
     /* h1, h2 (2048 x 2048 x 2 bytes each), the state (2048 x 256 x 4), its
      * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
