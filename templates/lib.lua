@@ -164,9 +164,10 @@ end
 
 -- The extra parameters of a sampling kernel after params: with
 -- conditioning, the conditioning kernel's output and the guidance weight.
+-- cond_bias is neither __restrict__ nor read by __ldg (lib.cond_load).
 function M.sampler_params(spec)
   if spec.cond == 0 then return "" end
-  return ", const float* __restrict__ cond_bias, float guidance"
+  return ", const float* cond_bias, float guidance"
 end
 
 -- Whether the sampling kernels of a conditional model wait for the
@@ -176,6 +177,14 @@ end
 -- read of cond_bias.  Launched plainly (the host launcher), the wait is a
 -- no-op.
 function M.pdl(spec) return spec.cond > 0 and spec.arch >= 90 end
+
+-- A read of cond_bias at the address `at` (C text): a plain load.  The
+-- conditioning kernel may still be writing cond_bias when the sampler
+-- starts (lib.pdl), and ptxas moves non-coherent loads (__ldg, or a const
+-- __restrict__ pointer's: taken for constant through the kernel) above
+-- griddepcontrol.wait: the cluster kernel's first rows read stale biases
+-- now and then (seen in its SASS and on the GPU); plain loads stay after it.
+function M.cond_load(at) return "*(" .. at .. ")" end
 
 -- The wait (lib.pdl), at `indent`.
 function M.cond_wait(indent)

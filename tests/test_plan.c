@@ -601,6 +601,54 @@ static void test_overrides_refused(void **state) {
   expect_chain(&spec, "only=tiled8:tiled,rmma=1:100", "tiled8 0-1056 tiled 1057-");
 }
 
+/* The sampling kernels read cond_bias, the conditioning kernel's output,
+ * by plain loads only: they start beside that kernel (programmatic
+ * dependents) and wait with griddepcontrol.wait, and ptxas moves
+ * non-coherent loads (__ldg, a const __restrict__ pointer's) above the
+ * wait (lib.cond_load).  Every strategy that serves a conditional model,
+ * guided or not. */
+static void test_cond_bias_plain_loads(void **state) {
+  (void)state;
+  static const struct {
+    int dim, hidden;
+    flowgen_precision precision;
+    const char *tune;
+  } cases[] = {
+      {16, 64, FLOWGEN_PRECISION_FP32, "only=cluster4_r4"},
+      {64, 256, FLOWGEN_PRECISION_FP32, "only=tiled8"},
+      {64, 256, FLOWGEN_PRECISION_FP32, "only=wgstream3"},
+      {64, 256, FLOWGEN_PRECISION_TF32, "only=wgstream"}, /* (not guided: wgstream3's) */
+      {64, 256, FLOWGEN_PRECISION_BF16, "only=grid:tiled8:tiled"},
+      {64, 2048, FLOWGEN_PRECISION_BF16, "only=tiled:gemm"},
+      {64, 2048, FLOWGEN_PRECISION_TF32, "only=tiled:gemm"},
+      {64, 256, FLOWGEN_PRECISION_BF16, NULL},
+  };
+  for (size_t c = 0; c < COUNT(cases); ++c)
+    for (int guided = 0; guided < (strcmp(cases[c].tune ? cases[c].tune : "", "only=wgstream") ? 2 : 1); ++guided) {
+      flowgen_spec spec = spec_of(cases[c].dim, cases[c].hidden, cases[c].precision, 90, true);
+      spec.cond = 24;
+      spec.guidance = guided;
+      flowgen_kernel *k = plan_of(&spec, cases[c].tune);
+      const char *src = flowgen_kernel_source(k);
+      char what[96];
+      snprintf(what, sizeof what, "%s %s%s", flowgen_precision_name(spec.precision),
+               cases[c].tune ? cases[c].tune : "(plan)", guided ? " guided" : "");
+      if (!strstr(src, "const float* cond_bias, float guidance)")) fail_msg("%s: no plain cond_bias parameter", what);
+      if (strstr(src, "const float* __restrict__ cond_bias")) fail_msg("%s: cond_bias __restrict__", what);
+      /* every __ldg's argument (to its closing parenthesis) */
+      for (const char *at = strstr(src, "__ldg("); at; at = strstr(at + 1, "__ldg(")) {
+        const char *e = at + strlen("__ldg(");
+        for (int depth = 1; *e && depth; ++e) depth += (*e == '(') - (*e == ')');
+        char arg[256];
+        snprintf(arg, sizeof arg, "%.*s", (int)(e - at), at);
+        if (strstr(arg, "cond_bias") || strstr(arg, "cb[") || strstr(arg, "lo + at") || strstr(arg, "hi + at") ||
+            strstr(arg, "? lo : hi"))
+          fail_msg("%s: cond_bias read by __ldg: %s", what, arg);
+      }
+      flowgen_kernel_free(k);
+    }
+}
+
 /* No template keeps a hook for timing its kernels' parts: what a stage
  * left out (v.drop) or a test on the data that keeps dead code alive
  * (acc[0] == 12345.0f) is for a benchmark's copy, not the shipping one. */
@@ -852,6 +900,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_grid_resident_dial),
       cmocka_unit_test(test_overrides_refused),
+      cmocka_unit_test(test_cond_bias_plain_loads),
       cmocka_unit_test(test_no_timing_hooks),
       cmocka_unit_test(test_device),
       cmocka_unit_test(test_family_chains),
