@@ -1339,7 +1339,7 @@ static void test_family_member(void **state) {
     assert_true(has_kernel(src, v->symbol));
     decl = declaration(src, v->symbol);
     assert_string_equal(decl, "const float* x0, float* x, long long batch,\n"
-                              "    const float* __restrict__ params, const float* __restrict__ cond_bias, "
+                              "    const float* __restrict__ params, const float* cond_bias, "
                               "float guidance)");
     free(decl);
   }
