@@ -195,7 +195,8 @@ end
 -- (its time and conditioning columns are biases: params.lua).
 -- gemm on wgmma's outputs a tile of a layer of `outputs` outputs: 256, or
 -- the least power of 2 from 32 that holds them (a narrow last layer: fewer
--- products of padding, a weight block of 64 inputs x that many outputs).
+-- products of padding, a weight block of a chunk's inputs x that many
+-- outputs).
 function M.wg_tile_outputs(outputs)
   if outputs >= 256 then return 256 end
   local n = 32

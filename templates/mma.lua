@@ -127,7 +127,7 @@ end
 -- matrices.
 -- tiled: also the 16-bit or tf32 copies in the stage tiles of gemm on
 -- wgmma (mma.cut's pack_tiles: blocks of a chunk's inputs, 128 bytes, x
--- 256 outputs), "w<l>g".
+-- the layer's tile of outputs, lib.wg_tile_outputs), "w<l>g".
 function M.segments(ctx, kind, tiled)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
