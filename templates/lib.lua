@@ -204,6 +204,14 @@ function M.wg_tile_outputs(outputs)
   return n
 end
 
+-- ... and its weights come in blocks of a chunk's inputs x this many
+-- outputs (the tile's width, up to 128): a tile of 256 outputs is two
+-- blocks, and one of 128 (the kernel's narrower tiles where a layer's
+-- widest leave SMs idle) a block of its own.
+function M.wg_block_outputs(outputs)
+  return math.min(M.wg_tile_outputs(outputs), 128)
+end
+
 function M.layer_shape(spec, l)
   local D, H = spec.dim, spec.hidden
   if l == 1 then return D, H end

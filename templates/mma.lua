@@ -127,7 +127,7 @@ end
 -- matrices.
 -- tiled: also the 16-bit or tf32 copies in the stage tiles of gemm on
 -- wgmma (mma.cut's pack_tiles: blocks of a chunk's inputs, 128 bytes, x
--- the layer's tile of outputs, lib.wg_tile_outputs), "w<l>g".
+-- a block of the layer's outputs, lib.wg_block_outputs), "w<l>g".
 function M.segments(ctx, kind, tiled)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
@@ -145,7 +145,7 @@ function M.segments(ctx, kind, tiled)
     local ci = 128 // es  -- a chunk's inputs
     for l = 1, spec.layers do
       local inputs, outputs = lib.layer_shape(spec, l)
-      local bn = lib.wg_tile_outputs(outputs)
+      local bn = lib.wg_block_outputs(outputs)
       local blocks = (outputs + bn - 1) // bn * ((inputs + ci - 1) // ci)
       out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 128 * bn // 4, layer = l, tiled = true, bn = bn,
                        what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x %d",

@@ -621,27 +621,33 @@ static void test_wgmma_layout_probe(void **state) {
 }
 
 /* gemm on wgmma's layer on its own (the generated source of D=64, H=2048
- * bf16 on sm_90a, plus a probe kernel calling layer<64, 256, 2> on one
- * block): A (rows x 64, bf16 in a block of 128 x 64 as the scratch area
- * holds it) staged K-major, the weights (64 inputs x 256 outputs, bf16 in a
- * block as packed) staged N-major, each by one bulk copy completing on the
- * stage's mbarrier, one chunk of products on each warpgroup's 128 outputs,
+ * bf16 on sm_90a, plus probe kernels calling layer<64, 256, 2, N> on one
+ * block: a tile of N = 256 outputs, or two of 128): A (rows x 64, bf16 in a
+ * block of 128 x 64 as the scratch area holds it) staged K-major, the
+ * weights (64 inputs x 256 outputs, bf16 in two blocks of 128 outputs as
+ * packed) staged N-major, each block by a bulk copy completing on the
+ * stage's mbarrier, one chunk of products on each warpgroup's N / 2 outputs,
  * the accumulators through the epilogue (the mbarriers set up first, as
  * a launch of the variant does): D = A W as on the CPU from the
  * same bf16 inputs, rows past `rows` never written.  Where the gemm
  * variant fails, this tells its layouts (the descriptors' byte offsets
  * first) from the rest. */
-/* The probe kernel, on activations of type A_TYPE (a string). */
-#define GEMM_WGMMA_PROBE(A_TYPE)                                                                         \
-  "extern \"C\" __global__ void __launch_bounds__(256) gemm_wgmma_probe(\n"                              \
-  "    const " A_TYPE "* a, const float* w, float* d, int rows)\n"                                        \
-  "{\n"                                                                                                 \
-  "  using namespace flowgen::probe::gemm;\n"                                                           \
-  "  extern __shared__ __align__(16) float smem[];\n"                                                   \
-  "  pipeline_start(smem);\n"                                                                          \
-  "  layer<64, 256, 2>(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n" \
+/* The probe kernels gemm_wgmma_probe (tiles of 256 outputs) and
+ * gemm_wgmma_probe_n128 (of 128), on activations of type A_TYPE (a
+ * string). */
+#define GEMM_WGMMA_PROBE_N(A_TYPE, SUFFIX, N)                                                                \
+  "extern \"C\" __global__ void __launch_bounds__(256) gemm_wgmma_probe" SUFFIX "(\n"                       \
+  "    const " A_TYPE "* a, const float* w, float* d, int rows)\n"                                            \
+  "{\n"                                                                                                     \
+  "  using namespace flowgen::probe::gemm;\n"                                                               \
+  "  extern __shared__ __align__(16) float smem[];\n"                                                       \
+  "  pipeline_start(smem);\n"                                                                              \
+  "  layer<64, 256, 2, " N ">(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n" \
   "}\n"
+#define GEMM_WGMMA_PROBE(A_TYPE) GEMM_WGMMA_PROBE_N(A_TYPE, "", "256") GEMM_WGMMA_PROBE_N(A_TYPE, "_n128", "128")
 static const char gemm_wgmma_probe[] = GEMM_WGMMA_PROBE("unsigned short");
+/* the probe kernels' names: tiles of 256 outputs, of 128 */
+static const char *const gemm_probe_names[] = {"gemm_wgmma_probe", "gemm_wgmma_probe_n128"};
 
 /* bf16 bits of v (exact for the small integers the mapping run uses). */
 static uint16_t bf16_bits(float v) {
@@ -654,7 +660,7 @@ static uint16_t bf16_bits(float v) {
 /* The probe's operands as the gemm strategy lays them out in global
  * memory (its stages' images): A (rows <= 128 x in <= 64, row-major) as one
  * block of 128 rows x 64 inputs (grid.cut's tile_act), W (in <= 64 x out <=
- * 256, row-major) as one block of 64 inputs x 256 outputs (mma.cut's
+ * 256, row-major) as two blocks of 64 inputs x 128 outputs (mma.cut's
  * pack_tiles); zeros elsewhere. */
 enum { A_BLOCK = 128 * 64, W_BLOCK = 64 * 256 };
 static void tile_a(const uint16_t *a, int rows, int in, uint16_t t[A_BLOCK]) {
@@ -665,7 +671,8 @@ static void tile_a(const uint16_t *a, int rows, int in, uint16_t t[A_BLOCK]) {
 static void tile_w(const uint16_t *w, int in, int out, uint16_t t[W_BLOCK]) {
   memset(t, 0, W_BLOCK * sizeof *t);
   for (int k = 0; k < in; ++k)
-    for (int n = 0; n < out; ++n) t[(k >> 3) * 2048 + (n >> 3) * 64 + (k & 7) * 8 + (n & 7)] = w[(size_t)k * out + n];
+    for (int n = 0; n < out; ++n)
+      t[(n >> 7) * 8192 + (k >> 3) * 1024 + ((n & 127) >> 3) * 64 + (k & 7) * 8 + (n & 7)] = w[(size_t)k * out + n];
 }
 
 /* Fails where output (r, j) of the mapping runs (rows x out: D = I W with
@@ -726,14 +733,9 @@ static void probe_mapping(const probe_kernel *p, int rows_in, int in, int out) {
   free(dj);
 }
 
-static void test_gemm_wgmma_probe(void **state) {
-  FG_SKIP_WITHOUT_GPU();
-  (void)state;
-  skip_unless_sm90();
-  flowgen_spec spec = make_spec(64, 2048, 2);
-  spec.precision = FLOWGEN_PRECISION_BF16;
-  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe, "gemm_wgmma_probe",
-                               "gemm");
+/* The bf16 probe kernel `name` on its mapping, then on random operands. */
+static void gemm_wgmma_probe_bf16(flowgen_spec spec, const char *name) {
+  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe, name, "gemm");
   enum { ROWS = 64, IN = 64, OUT = 256 };
   static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT];
   static uint16_t a16[ROWS * IN], packed[IN * OUT], ta[A_BLOCK], tw[W_BLOCK];
@@ -758,24 +760,33 @@ static void test_gemm_wgmma_probe(void **state) {
     double worst = probe_check(d, a, rows, OUT, IN, w, false, round_bf16);
     for (int e = rows * OUT; e < ROWS * OUT; ++e)
       if (!isnan(d[e])) fail_msg("row %d written past the %d rows", e / OUT, rows);
-    printf("# gemm wgmma probe, %d rows: largest error %.2e of the sum of |products|\n", rows, worst);
+    printf("# %s, %d rows: largest error %.2e of the sum of |products|\n", name, rows, worst);
   }
   probe_end(&p);
 }
 
+static void test_gemm_wgmma_probe(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  flowgen_spec spec = make_spec(64, 2048, 2);
+  spec.precision = FLOWGEN_PRECISION_BF16;
+  for (int n = 0; n < 2; ++n) gemm_wgmma_probe_bf16(spec, gemm_probe_names[n]);
+}
+
 /* gemm on wgmma's layer in tf32 on its own (the generated source of D=64,
- * H=2048 tf32 on sm_90a, plus the probe kernel calling layer<64, 256, 2>):
+ * H=2048 tf32 on sm_90a, plus the probe kernels calling layer<64, 256, 2, N>):
  * two chunks of 32 inputs, A (rows x 64, fp32 rounded to tf32) as blocks
  * [chunk] of 128 rows x 32 inputs (grid.cut's tile_act: core matrices of
  * 8 rows x 4 inputs, the 8-row groups 1 KB apart), the weights as blocks
- * [chunk] of 32 inputs x 256 outputs, K-major (mma.cut's pack_tiles: core
+ * [outputs / 128][chunk] of 32 inputs x 128 outputs, K-major (mma.cut's pack_tiles: core
  * matrices of 8 outputs x 4 inputs, an output's inputs contiguous).  A =
  * the identity first (D[r][j] must read W[r][j]: a wrong descriptor offset
  * shows as the weight it read instead), then random rows: D = A W as on
  * the CPU from the same tf32 inputs, rows past `rows` never written. */
 static const char gemm_wgmma_probe_tf32[] = GEMM_WGMMA_PROBE("float");
 
-enum { A32_BLOCK = 128 * 32, W32_BLOCK = 32 * 256 };
+enum { A32_BLOCK = 128 * 32, W32_BLOCK = 32 * 128 };
 static void tile_a32(const float *a, int rows, int in, float t[2 * A32_BLOCK]) {
   memset(t, 0, 2 * A32_BLOCK * sizeof *t);
   for (int r = 0; r < rows; ++r)
@@ -783,18 +794,18 @@ static void tile_a32(const float *a, int rows, int in, float t[2 * A32_BLOCK]) {
       t[(k >> 5) * A32_BLOCK + (r >> 3) * 256 + ((k & 31) >> 2) * 32 + (r & 7) * 4 + (k & 3)] =
           round_tf32(a[(size_t)r * in + k]);
 }
-static void tile_w32(const float *w, int in, int out, float t[2 * W32_BLOCK]) {
-  memset(t, 0, 2 * W32_BLOCK * sizeof *t);
+static void tile_w32(const float *w, int in, int out, float t[4 * W32_BLOCK]) {
+  memset(t, 0, 4 * W32_BLOCK * sizeof *t);
   for (int k = 0; k < in; ++k)
     for (int n = 0; n < out; ++n)
-      t[(k >> 5) * W32_BLOCK + (n >> 3) * 256 + ((k & 31) >> 2) * 32 + (n & 7) * 4 + (k & 3)] =
+      t[((n >> 7) * 2 + (k >> 5)) * W32_BLOCK + ((n & 127) >> 3) * 256 + ((k & 31) >> 2) * 32 + (n & 7) * 4 + (k & 3)] =
           round_tf32(w[(size_t)k * out + n]);
 }
 
 /* One launch of the tf32 probe on A (rows x 64) and W (64 x 256) into d
  * (rows x 256, poisoned with NaN first). */
 static void probe_tf32_run(const probe_kernel *p, const float *a, const float *w, int rows, float *d) {
-  static float ta[2 * A32_BLOCK], tw[2 * W32_BLOCK];
+  static float ta[2 * A32_BLOCK], tw[4 * W32_BLOCK];
   tile_a32(a, rows, 64, ta);
   tile_w32(w, 64, 256, tw);
   for (int e = 0; e < 64 * 256; ++e) d[e] = NAN;
@@ -809,13 +820,9 @@ static void probe_tf32_run(const probe_kernel *p, const float *a, const float *w
   cu->cuMemFree(dd);
 }
 
-static void test_gemm_wgmma_probe_tf32(void **state) {
-  FG_SKIP_WITHOUT_GPU();
-  (void)state;
-  skip_unless_sm90();
-  flowgen_spec spec = make_spec(64, 2048, 2);
-  spec.precision = FLOWGEN_PRECISION_TF32;
-  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe_tf32, "gemm_wgmma_probe", "gemm");
+/* The tf32 probe kernel `name` on its mapping, then on random operands. */
+static void gemm_wgmma_probe_tf32_one(flowgen_spec spec, const char *name) {
+  probe_kernel p = probe_start(spec, "only=tiled:gemm", gemm_wgmma_probe_tf32, name, "gemm");
   enum { ROWS = 64, IN = 64, OUT = 256 };
   static float a[ROWS * IN], w[IN * OUT], d[ROWS * OUT], di[ROWS * OUT], dj[ROWS * OUT];
   /* the mapping: A = I, W[i][j] = i, then j (exact in tf32) */
@@ -834,9 +841,18 @@ static void test_gemm_wgmma_probe_tf32(void **state) {
     double worst = probe_check(d, a, rows, OUT, IN, w, false, round_tf32);
     for (int e = rows * OUT; e < ROWS * OUT; ++e)
       if (!isnan(d[e])) fail_msg("row %d written past the %d rows", e / OUT, rows);
-    printf("# gemm wgmma tf32 probe, %d rows: largest error %.2e of the sum of |products|\n", rows, worst);
+    printf("# %s tf32, %d rows: largest error %.2e of the sum of |products|\n", name, rows, worst);
   }
   probe_end(&p);
+}
+
+static void test_gemm_wgmma_probe_tf32(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  flowgen_spec spec = make_spec(64, 2048, 2);
+  spec.precision = FLOWGEN_PRECISION_TF32;
+  for (int n = 0; n < 2; ++n) gemm_wgmma_probe_tf32_one(spec, gemm_probe_names[n]);
 }
 
 typedef struct {

@@ -394,10 +394,17 @@ static void test_gemm_on_wgmma(void **state) {
     assert_string_equal(v->strategy, "gemm");
     assert_int_equal(v->rows_per_block, 128);
     const char *src = flowgen_kernel_source(k);
-    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-                                  : "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
+    /* a wgmma a block of 128 outputs (two a k-step for a warpgroup's 256),
+     * n64 for a warpgroup's half of a 64 x 128 tile; none of 256 */
     assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
                                   : "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "));
+    assert_non_null(strstr(src, p ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                                  : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "));
+    assert_null(strstr(src, "m64n256k16"));
+    /* the weights in blocks of 64 inputs x 128 outputs; tiles of 128 or 256
+     * outputs, chosen a layer by the work they leave each block */
+    assert_non_null(strstr(src, "in gemm's stage tiles: [16][32] blocks of 64 x 128"));
+    assert_non_null(strstr(src, "block_work<OUT>(rows, MT, kN / 2)"));
     assert_non_null(strstr(src, "p, 1, 1, 0, 1;"));
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
@@ -408,7 +415,7 @@ static void test_gemm_on_wgmma(void **state) {
     /* both operands staged by bulk copies from their tiled copies */
     assert_non_null(strstr(src, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
     assert_non_null(strstr(src, "constexpr int k_w2g = "));
-    assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 256>(i - k_w2g,"));
+    assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 128>(i - k_w2g,"));
     assert_null(strstr(src, "load_b<kBStride>"));
     /* h1, h2 (2048 x 2048 x 2 bytes each), the state (2048 x 256 x 4), its
      * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
@@ -431,7 +438,7 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(chain, "tiled8c8 65-112 gemm 113-"));
   free(chain);
   const char *src = flowgen_kernel_source(k);
-  assert_non_null(strstr(src, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "));
+  assert_non_null(strstr(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "));
   assert_non_null(strstr(src, "p, 1, 1;"));
   assert_non_null(strstr(src, "constexpr int kBK = 32;"));
   assert_non_null(strstr(src, "using ActT = float;"));
@@ -506,7 +513,7 @@ static void test_gemm_over_mma(void **state) {
   assert_string_equal(g->strategy, "gemm");
   assert_true(g->cooperative);
   assert_string_equal(flowgen_kernel_variant(k, g->fallback)->strategy, "tiled8c8");
-  assert_non_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "));
+  assert_non_null(strstr(flowgen_kernel_source(k), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "));
   flowgen_kernel_free(k);
 }
 
