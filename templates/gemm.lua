@@ -10,10 +10,11 @@
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
 -- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
 -- 128 rows (64 below) x 256 outputs (fewer where a layer has fewer: as
--- few as hold them, from 32), both operands from shared memory, a
--- warpgroup's m64n256 products asynchronous, one chunk's in flight while
--- the next is staged, the activations kept in the scratch area in the
--- operands' kind (faster than mma.sync there: docs/performance.md).
+-- few as hold them, from 32; 128 where that leaves the blocks less work),
+-- both operands from shared memory, a warpgroup's products asynchronous
+-- (m64n128 a block of 128 outputs), one chunk's in flight while the next
+-- is staged, the activations kept in the scratch area in the operands'
+-- kind (faster than mma.sync there: docs/performance.md).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -73,9 +74,9 @@ function M.variant(ctx, kind, weights)
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
   local wg = M.on_wgmma(ctx, kind)
-  -- outputs a tile: mma.sync's 128; wgmma's 256 (a warpgroup's m64n256
-  -- accumulators in 128-row tiles: a quarter less operand traffic than
-  -- 128 x 128)
+  -- outputs a tile: mma.sync's 128; wgmma's 256 at most (a warpgroup's
+  -- 64 x 256 accumulators in 128-row tiles: a quarter less operand
+  -- traffic than 128 x 128)
   local BN = wg and 256 or 128
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's core matrices (16-bit

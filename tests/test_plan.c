@@ -404,7 +404,7 @@ static void test_gemm_on_wgmma(void **state) {
     /* the weights in blocks of 64 inputs x 128 outputs; tiles of 128 or 256
      * outputs, chosen a layer by the work they leave each block */
     assert_non_null(strstr(src, "in gemm's stage tiles: [16][32] blocks of 64 x 128"));
-    assert_non_null(strstr(src, "block_work<OUT>(rows, MT, kN / 2)"));
+    assert_non_null(strstr(src, "block_work<OUT>(rows, MT, kNarrow)"));
     assert_non_null(strstr(src, "p, 1, 1, 0, 1;"));
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
