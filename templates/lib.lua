@@ -191,12 +191,9 @@ function M.cond_wait(indent)
   return indent .. 'asm volatile("griddepcontrol.wait;" ::: "memory");  // the conditioning kernel\'s output is in'
 end
 
--- Layer l's inputs and outputs (l = 1 to L): W1 is applied to x alone
--- (its time and conditioning columns are biases: params.lua).
--- gemm on wgmma's outputs a tile of a layer of `outputs` outputs: 256, or
--- the least power of 2 from 32 that holds them (a narrow last layer: fewer
--- products of padding, a weight block of a chunk's inputs x that many
--- outputs).
+-- gemm on wgmma's outputs the widest tile of a layer of `outputs` outputs:
+-- 256, or the least power of 2 from 32 that holds them (a narrow last
+-- layer: fewer products of padding).
 function M.wg_tile_outputs(outputs)
   if outputs >= 256 then return 256 end
   local n = 32
@@ -212,6 +209,8 @@ function M.wg_block_outputs(outputs)
   return math.min(M.wg_tile_outputs(outputs), 128)
 end
 
+-- Layer l's inputs and outputs (l = 1 to L): W1 is applied to x alone
+-- (its time and conditioning columns are biases: params.lua).
 function M.layer_shape(spec, l)
   local D, H = spec.dim, spec.hidden
   if l == 1 then return D, H end
