@@ -9,12 +9,13 @@
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
 -- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
--- 128 rows (64 below) x 256 outputs (fewer where a layer has fewer: as
--- few as hold them, from 32; 128 where that leaves the blocks less work),
--- both operands from shared memory, a warpgroup's products asynchronous
--- (m64n128 a block of 128 outputs), one chunk's in flight while the next
--- is staged, the activations kept in the scratch area in the operands'
--- kind (faster than mma.sync there: docs/performance.md).
+-- 128 rows x 256 outputs (a layer of fewer: as few as hold them, from
+-- 32), or smaller where that leaves the blocks less work (128 x 128 or
+-- 64 x 128; a narrow layer's 64 rows high), both operands from shared
+-- memory, a warpgroup's products asynchronous (m64n128 a block of 128
+-- outputs), one chunk's in flight while the next is staged, the
+-- activations kept in the scratch area in the operands' kind (faster than
+-- mma.sync there: docs/performance.md).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -98,8 +99,10 @@ function M.variant(ctx, kind, weights)
   -- wgmma's down to 2: a warpgroup's products are 64 rows),
   -- the one that leaves each block the fewest rows over a full chunk (waves
   -- of tiles x rows per tile), ties to the taller (fewer operand loads per
-  -- product).  For each chunk the kernel takes this height or half of it,
-  -- by the same measure over the chunk's rows (grid.cut, product).
+  -- product).  For each chunk the kernel takes this height or half of it
+  -- (mma.sync: by the same measure over the chunk's rows; wgmma: with 256
+  -- or 128 outputs, by the work each tile leaves a block: gemm.cut,
+  -- product).
   -- (wgmma's tiles of a layer with few outputs: as few as hold them)
   local function tile_outputs(outputs) return wg and lib.wg_tile_outputs(outputs) or BN end
   local function block_rows(outputs, m)
