@@ -2,8 +2,9 @@
 # A round on a GPU machine from a build made elsewhere and carried in build/
 # (`make all tests`, then `make -C examples O=$PWD/build/examples
 # FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
-# carry less, strip the programs but not build/examples' objects, which
-# test_examples links again).  A round of `tests` wants a call of its own.
+# carry less, strip the programs but keep build/libflowgen.a and
+# build/examples' objects, which test_examples links again).  A round of
+# `tests` wants a call of its own (TEST_SHARDS=8: 193 s on an H100).
 # Logs and JSON are written to a work folder and packed into
 # $OUT/round.tar.gz (or ./device-out/round.tar.gz) after each part and each
 # test program (a device call brings back at most 8 files; a round cut
@@ -109,11 +110,11 @@ sanitize_cases() {
 for part in "$@"; do
   case $part in
   tests)
-    # test_gpu_sample (over 5 minutes alone) as four shards side by side,
-    # given first (run.sh starts programs in the order given).  Each
-    # program through a wrapper that keeps its log in $out/tests as it
-    # runs (run.sh prints a program's output when it ends: a round cut
-    # short would otherwise leave nothing).
+    # test_gpu_sample (over 5 minutes alone) as TEST_SHARDS (default 4)
+    # shards side by side, given first (run.sh starts programs in the
+    # order given).  Each program through a wrapper that keeps its log in
+    # $out/tests as it runs (run.sh prints a program's output when it
+    # ends: a round cut short would otherwise leave nothing).
     shards=$(mktemp -d)
     mkdir -p "$out/tests"
     wrap() {  # wrap NAME ENV PROGRAM: $shards/NAME runs it into $out/tests/NAME.log, then packs
@@ -122,8 +123,10 @@ for part in "$@"; do
         "$2" "$3" "$out/tests/$1.log" "$pack" "$out/tests/$1.log" > "$shards/$1"
       chmod +x "$shards/$1"
     }
-    for i in 0 1 2 3; do
-      wrap "test_gpu_sample.$i" "FLOWGEN_TEST_SHARD=$i/4" "$PWD/build/tests/test_gpu_sample"
+    n=${TEST_SHARDS:-4} i=0
+    while [ "$i" -lt "$n" ]; do
+      wrap "test_gpu_sample.$i" "FLOWGEN_TEST_SHARD=$i/$n" "$PWD/build/tests/test_gpu_sample"
+      i=$((i + 1))
     done
     others=""
     for t in build/tests/test_*; do
