@@ -20,9 +20,10 @@
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
 -- weights take 128 KB or more; where a precision's matrix-unit kernel does
 -- not fit, the tiled kernels, then gemm on the precision's operands (bf16
--- and fp16 on sm_90a: gemm right after the split).  The
--- batch ranges are each strategy's (its `last`): where it was measured
--- faster than what follows on an H200.
+-- and fp16 on sm_90a: gemm right after the split, or from batch 9 where
+-- the weights take 16 MB or more).  The batch ranges are each strategy's
+-- (its `last`): where it was measured faster than what follows on an
+-- H200 or an H100.
 
 local lib = import("lib")
 local device = import("device")
@@ -39,10 +40,12 @@ end
 local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
--- (fp32 bytes) gemm on wgmma from the mma kernel's first batch: between
--- D=256, H=1024, where mma is faster up to its first wave, and D=1024,
--- H=1024, where gemm is from B=128 (docs/performance.md)
-local GEMM_WEIGHTS = 8 * 1024 * 1024
+-- (fp32 bytes) bf16 and fp16 on wgmma: gemm from batch 9, in place of
+-- grid_b64 and the tiled split, between D=1024, H=1024 (12.6 MB: grid_b64
+-- faster at B=12, a tie at 64) and D=256, H=2048 (21 MB: gemm 1.2x to
+-- 1.3x faster from B=12 to 64; D=1024, H=4096 1.5x to 2.5x); grid_b8
+-- stays faster up to 8 (docs/performance.md)
+local GEMM_SMALL_WEIGHTS = 16 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
 -- no variant serves yet.
@@ -104,6 +107,9 @@ local function choose(ctx)
   c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16") and c.fits
       and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
+  -- gemm from the grid's second variant on (no grid_b64, no tiled split)
+  c.gemm_early = (c.kind == "bf16" or c.kind == "fp16") and (c.gemm or c.gemm_over_mma)
+      and ctx.weights >= GEMM_SMALL_WEIGHTS and S.gemm.on_wgmma(ctx, c.kind)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
     c.rmma = serves.rmma3 and t:allows_any("rmma3") and S.rmma3.layout(ctx, 8) or nil
@@ -148,16 +154,20 @@ local function small_batches(ctx, chain, c)
     local half = c.kind == "bf16" or c.kind == "fp16"
     local w16 = half and {kind = c.kind, weights = S.mma.weights(c.kind, spec)} or nil
     for _, v in ipairs(S.grid.variants(ctx, w16)) do
-      if ctx.tune:allows("grid", v.strategy) then chain:take(v, v.max_batch) end
+      if ctx.tune:allows("grid", v.strategy) and not (c.gemm_early and v.max_batch > 8) then
+        chain:take(v, v.max_batch)
+      end
     end
   end
   -- weights the cluster kernel cannot hold: the tiled kernel's split
+  -- (where gemm follows the grid's first variants, one batch: the grids'
+  -- fallback)
   local blocks = S.tiled.split_blocks(ctx)
   local name = "tiled8c" .. blocks
   if ctx.device.clusters and blocks > 1 and ctx.tune:allows("tiled", name)
       and (ctx.weights >= SPLIT_WEIGHTS or ctx.tune:forces("tiled", name)) then
     local v = S.tiled.split(ctx, blocks)
-    chain:take(v, S.tiled.split_last(ctx, v))
+    chain:take(v, c.gemm_early and chain.next or S.tiled.split_last(ctx, v))
   end
 end
 
@@ -180,10 +190,12 @@ local function matrix_batches(ctx, chain, c)
   local wide = c.gemm_over_mma and (not last or last == many)
       and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec))
   if wide then
-    -- mma up to its first wave of blocks (its time doubles after it), or
-    -- not at all where the weights are large
-    local from = ctx.weights >= GEMM_WEIGHTS and chain.next or many.rows_per_block * sms + 1
-    -- (and a variant that is not a grid before it: the fallback)
+    -- at H >= 1024 from the first batch the small ones leave (mma took
+    -- 0.9 to 1.2 ms from B=128 at D=32 and 256, H=1024, gemm 0.5 to 0.6 ms
+    -- at B=4096, one wave of its tiles: docs/performance.md); where only=
+    -- forces it at H < 1024, after mma's first wave of blocks.  And a
+    -- variant that is not a grid before it (the fallback) where none is yet
+    local from = ctx.spec.hidden >= 1024 and chain.next or many.rows_per_block * sms + 1
     if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
     chain:take(wide)
     return true

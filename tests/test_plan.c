@@ -476,23 +476,29 @@ static void test_gemm_on_wgmma(void **state) {
  * gemm variant falls back on the split (its cooperative launch refused). */
 static void test_gemm_over_mma(void **state) {
   (void)state;
-  static const char *const head = "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 ";
+  static const char *const head = "grid_b1 0-1 grid_b8 2-8 ";
   static const struct {
     int dim, hidden;
     flowgen_precision precision;
     bool arch_specific;
     const char *tune, *chain;
   } cases[] = {
-      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 gemm 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 65-112 gemm 113-"},
-      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 mma 113-2112 gemm 2113-"},
-      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 65-112 mma 113-2112 gemm 2113-"},
-      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 gemm 113-"},
-      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "tiled8c8 65-112 mma 113-"},
-      {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "tiled8c8 65-112 mma 113-999 gemm 1000-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      /* 16 MB of weights or more (fp32 bytes): gemm from batch 9, the
+       * split one batch (the grids' fallback) */
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 9-9 gemm 10-"},
+      {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 9-9 gemm 10-"},
+      {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2",
+       "grid_b64 9-64 tiled8c8 65-112 tiled 113-1056 gemm 1057-"},
+      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-"},
   };
   for (size_t i = 0; i < COUNT(cases); ++i) {
     flowgen_spec spec = spec_of(cases[i].dim, cases[i].hidden, cases[i].precision, 90, cases[i].arch_specific);
@@ -501,7 +507,7 @@ static void test_gemm_over_mma(void **state) {
     expect_chain(&spec, cases[i].tune, want);
   }
   /* only= places it in the mma chain too: after one batch of mma (the
-   * fallback) where the weights are large */
+   * fallback) at H >= 1024, after mma's first wave below */
   flowgen_spec spec = spec_of(1024, 1024, FLOWGEN_PRECISION_BF16, 90, true);
   expect_chain(&spec, "only=mma:gemm", "mma 0-1 gemm 2-");
   spec = spec_of(64, 256, FLOWGEN_PRECISION_BF16, 90, true);
