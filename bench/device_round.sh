@@ -27,7 +27,9 @@
 #              the JSON it leaves.  The wide models' sweep:
 #              SWEEP_SHAPES="32,512,4;256,2048,16;1024,4096,16;..."
 #              SWEEP_BATCHES=1,8,64,1024,4096,65536
-#              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16
+#              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16 (SWEEP_RANDOM=N: N
+#              shapes more, D 1-1024, H 512-4096, S 4-32, drawn with
+#              SWEEP_SEED, printed)
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
@@ -171,6 +173,17 @@ for part in "$@"; do
     shapes=${SWEEP_SHAPES:-"16,64,32;64,256,32;128,512,32;512,2048,32;1024,4096,32"}
     batches=${SWEEP_BATCHES:-1,64,4096,65536}
     precisions=${SWEEP_PRECISIONS:-fp32}
+    if [ "${SWEEP_RANDOM:-0}" -gt 0 ]; then
+      # SWEEP_RANDOM more shapes drawn in the wide models' range (the seed
+      # printed; SWEEP_SEED replays it)
+      seed=${SWEEP_SEED:-$(date +%s)}
+      drawn=$(python3 -c 'import random, sys
+r = random.Random(int(sys.argv[1]))
+print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice((4, 8, 16, 32)))
+               for _ in range(int(sys.argv[2]))))' "$seed" "$SWEEP_RANDOM") || exit 2
+      echo "sweep: random shapes (SWEEP_SEED=$seed): $drawn" | tee "$out/sweep-random.txt"
+      shapes="$shapes;$drawn"
+    fi
     # shellcheck disable=SC2086
     build/bench $tune --quick --no-startup --no-baseline --precisions "$precisions" \
       --shapes "$shapes" --batches $batches --json "$out/sweep.json" > "$out/sweep.txt" || status=1
