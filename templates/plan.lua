@@ -107,7 +107,7 @@ local function choose(ctx)
   c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16") and c.fits
       and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
-  -- gemm from the grid's second variant on (no grid_b64, no tiled split)
+  -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64; the split one batch)
   c.gemm_early = (c.kind == "bf16" or c.kind == "fp16") and (c.gemm or c.gemm_over_mma)
       and ctx.weights >= GEMM_SMALL_WEIGHTS and S.gemm.on_wgmma(ctx, c.kind)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
