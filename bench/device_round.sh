@@ -4,7 +4,7 @@
 # FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
 # carry less, strip the programs but keep build/libflowgen.a and
 # build/examples' objects, which test_examples links again).  A round of
-# `tests` wants a call of its own (TEST_SHARDS=8: 193 s on an H100).
+# `tests` wants a call of its own.
 # Logs and JSON are written to a work folder and packed into
 # $OUT/round.tar.gz (or ./device-out/round.tar.gz) after each part and each
 # test program (a device call brings back at most 8 files; a round cut

@@ -41,10 +41,9 @@ local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
 -- (fp32 bytes) bf16 and fp16 on wgmma: gemm from batch 9, in place of
--- grid_b64 and the tiled split, between D=1024, H=1024 (12.6 MB: grid_b64
--- faster at B=12, a tie at 64) and D=256, H=2048 (21 MB: gemm 1.2x to
--- 1.3x faster from B=12 to 64; D=1024, H=4096 1.5x to 2.5x); grid_b8
--- stays faster up to 8 (docs/performance.md)
+-- grid_b64 and the tiled split, where the weights take this much (with
+-- less, grid_b64 was faster; grid_b8 is faster up to 8 samples:
+-- docs/performance.md, "Wide models")
 local GEMM_SMALL_WEIGHTS = 16 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
@@ -190,9 +189,8 @@ local function matrix_batches(ctx, chain, c)
   local wide = c.gemm_over_mma and (not last or last == many)
       and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec))
   if wide then
-    -- at H >= 1024 from the first batch the small ones leave (mma took
-    -- 0.9 to 1.2 ms from B=128 at D=32 and 256, H=1024, gemm 0.5 to 0.6 ms
-    -- at B=4096, one wave of its tiles: docs/performance.md); where only=
+    -- at H >= 1024 from the first batch the small ones leave (faster than
+    -- mma at every batch measured: docs/performance.md); where only=
     -- forces it at H < 1024, after mma's first wave of blocks.  And a
     -- variant that is not a grid before it (the fallback) where none is yet
     local from = ctx.spec.hidden >= 1024 and chain.next or many.rows_per_block * sms + 1
