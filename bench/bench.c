@@ -11,10 +11,14 @@
  *
  * usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] [--shapes D,H,S;...]
  *              [--batches B,...] [--precisions fp32,tf32,bf16,fp16]
- *              [--no-startup] [--no-baseline] [--tune K=V,...]
+ *              [--no-startup] [--no-baseline] [--tune K=V,...] [--cache-dir DIR]
  *              [--cond C] [--layers L] [--act A] [--time T] [--guidance W] [--family]
  * --tune: planner overrides for every sampler (docs/tuning.md), as
  * flowrt_options.tune; recorded in the JSON.
+ * --cache-dir: the kernels read from (and written to) this disk cache, which
+ * `flowgen cache warm` fills on any machine with NVRTC: a sweep's compiles
+ * done once, ahead of the GPU's time (default: memory only, each compiled
+ * here).
  * --cond ... --guidance W: a member of the model family (random weights of
  * its shape, a random conditioning per sample; W the guidance weight).
  * --family: the family's cost table at D=64, H=256, S=32: each member
@@ -353,7 +357,7 @@ static double check_output(const run_ctx *c, const flowrt_weights *w,
 typedef struct options {
   bool quick;
   const char *json_path;
-  int shapes[16][3];
+  int shapes[32][3];
   int shape_count;
   int64_t batches[32];
   int batch_count;
@@ -362,6 +366,7 @@ typedef struct options {
   bool no_startup;
   bool no_baseline;
   const char *tune;  /* NULL: the plan as it is */
+  const char *cache_dir; /* --cache-dir; NULL: no disk cache */
   flowgen_spec model;  /* the member's fields (cond, layers, act, time, input, guidance) */
   float guidance;      /* its guidance weight */
   bool family;         /* --family */
@@ -591,10 +596,12 @@ static void parse(int argc, char **argv, options *o) {
       o->json_path = argv[++i];
     } else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) {
       o->shape_count = 0;
-      for (char *p = strtok(argv[++i], ";"); p && o->shape_count < 16; p = strtok(NULL, ";"))
+      for (char *p = strtok(argv[++i], ";"); p && o->shape_count < 32; p = strtok(NULL, ";"))
         if (sscanf(p, "%d,%d,%d", &o->shapes[o->shape_count][0],
                    &o->shapes[o->shape_count][1], &o->shapes[o->shape_count][2]) == 3)
           o->shape_count++;
+    } else if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc) {
+      o->cache_dir = argv[++i];
     } else if (strcmp(argv[i], "--no-startup") == 0) {
       o->no_startup = true;
     } else if (strcmp(argv[i], "--no-baseline") == 0) {
@@ -621,7 +628,7 @@ static void parse(int argc, char **argv, options *o) {
       fprintf(stderr, "usage: bench [--quick] [--json FILE] [--warmup-ms MS] [--hold-us US] "
                       "[--shapes D,H,S;...] [--batches B,...] "
                       "[--precisions fp32,tf32,bf16,fp16] [--no-startup] "
-                      "[--no-baseline] [--tune K=V,...] [--cond C] [--layers L] [--act A] "
+                      "[--no-baseline] [--tune K=V,...] [--cache-dir DIR] [--cond C] [--layers L] [--act A] "
                       "[--time T] [--guidance W] [--family]\n");
       exit(2);
     }
@@ -688,7 +695,7 @@ int main(int argc, char **argv) {
   options o = {0};
   parse(argc, argv, &o);
   flowrt_runtime *rt = NULL;
-  flowrt_options opts = {.disk_cache = 0, .tune = o.tune};
+  flowrt_options opts = {.disk_cache = o.cache_dir != NULL, .cache_dir = o.cache_dir, .tune = o.tune};
   FLOWGEN_CHECK(flowrt_open(&opts, &rt, ERR));
   load_extra_driver();
   const fg_cuda_api *cu = fg_cuda(NULL);
