@@ -274,7 +274,9 @@ typedef struct flowgen_variant {
   const char *symbol;         /* extern "C" __global__ sampling kernel */
   const char *pack_symbol;    /* extern "C" __global__ weight-packing kernel */
   int64_t min_batch;          /* use this variant for batch sizes in */
-  int64_t max_batch;          /*   [min_batch, max_batch]; -1 = no limit */
+  int64_t max_batch;          /*   [min_batch, max_batch]; -1 = no limit;
+                                 [0, 0] (batch 0 launches nothing): a
+                                 persistent grid's fallback alone */
   int block_threads;          /* blockDim.x (blockDim.y = .z = 1) */
   int rows_per_block;         /* samples per block, or per cluster when
                                  cluster_blocks > 1 (its blocks share them) */

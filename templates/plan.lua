@@ -160,7 +160,7 @@ local function small_batches(ctx, chain, c)
   end
   -- weights the cluster kernel cannot hold: the tiled kernel's split
   -- (where gemm follows the grid's first variants, one batch: the grids'
-  -- fallback)
+  -- fallback, fallback_split below)
   local blocks = S.tiled.split_blocks(ctx)
   local name = "tiled8c" .. blocks
   if ctx.device.clusters and blocks > 1 and ctx.tune:allows("tiled", name)
@@ -241,6 +241,25 @@ local function fp32_batches(ctx, chain, c)
   if resume then chain:take(x3) end
 end
 
+-- The tiled kernel's split where gemm on wgmma follows it (tf32, bf16,
+-- fp16): gemm takes its batches (2x to 4x faster there:
+-- docs/performance.md) and the split serves none of its own, only the
+-- persistent grids' where their cooperative launch is refused: first in
+-- the plan, at batch 0, which launches nothing.
+local function fallback_split(variants)
+  for i = 1, #variants - 1 do
+    local v, after = variants[i], variants[i + 1]
+    if v.module == "tiled" and v.cluster_blocks > 1 and after.gemm_wgmma then
+      after.min_batch = math.max(v.min_batch, 1)
+      variants[1].min_batch = math.max(variants[1].min_batch, 1)
+      v.min_batch, v.max_batch = 0, 0
+      table.remove(variants, i)
+      table.insert(variants, 1, v)
+      return
+    end
+  end
+end
+
 -- The packed segments of the copies the plan's strategies read.
 local function copies(ctx, c, variants, scratch)
   local spec = ctx.spec
@@ -284,6 +303,8 @@ return function(spec)
     refuse("tune: no strategy left to serve this spec" .. why)
   end
   variants[1].min_batch, variants[#variants].max_batch = 0, -1
+  -- (gemm=FROM: moved by hand, the split keeps what it leaves)
+  if not ctx.tune.ranges.gemm then fallback_split(variants) end
   ctx.tune:move_ranges(variants)
   for _, v in ipairs(variants) do
     if v.batch_limit and (v.max_batch < 0 or v.max_batch > v.batch_limit) then

@@ -435,7 +435,7 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
   k = plan_of(&tf32, NULL);
   char *chain = chain_of(k);
-  assert_non_null(strstr(chain, "tiled8c8 65-112 gemm 113-"));
+  assert_non_null(strstr(chain, "grid_b64 9-64 gemm 65-"));
   free(chain);
   const char *src = flowgen_kernel_source(k);
   assert_non_null(strstr(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "));
@@ -469,41 +469,43 @@ static void test_gemm_on_wgmma(void **state) {
 }
 
 /* bf16 and fp16 on sm_90a: gemm on wgmma in place of the mma kernel at
- * H >= 1024 (from mma's first batch with 8 MB of weights or more, else
- * after mma's first wave of 16-row blocks: 2112 samples on 132 SMs), and
- * right after the tiled kernel's split where mma does not fit; mma stays
- * at H = 512, without `a`, on mma.sync (gemm.per_sm=2) and in tf32.  The
- * gemm variant falls back on the split (its cooperative launch refused). */
+ * H >= 1024, and where mma does not fit (tf32 too), from the batch after
+ * the grids' (from 9 with 16 MB of weights or more, fp32 bytes); the
+ * tiled kernel's split before it serves none of its own, only the
+ * persistent grids' where their cooperative launch is refused (first, at
+ * batch 0).  mma stays at H = 512, without `a`, on mma.sync
+ * (gemm.per_sm=2) and in tf32 where it fits; gemm=FROM leaves the split
+ * its batches. */
 static void test_gemm_over_mma(void **state) {
   (void)state;
-  static const char *const head = "grid_b1 0-1 grid_b8 2-8 ";
+  static const char *const head = "grid_b1 0-1 grid_b8 2-8 ", *const fallback = "tiled8c8 0-0 grid_b1 1-1 grid_b8 2-8 ";
   static const struct {
     int dim, hidden;
     flowgen_precision precision;
     bool arch_specific;
     const char *tune, *chain;
+    bool fallback; /* the split the grids' fallback alone */
   } cases[] = {
-      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
-      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
-      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
-      /* 16 MB of weights or more (fp32 bytes): gemm from batch 9, the
-       * split one batch (the grids' fallback) */
-      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "tiled8c8 9-9 gemm 10-"},
-      {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "tiled8c8 9-9 gemm 10-"},
-      {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 gemm 113-"},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "gemm 9-", true},
+      {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "gemm 9-", true},
+      {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2",
-       "grid_b64 9-64 tiled8c8 65-112 tiled 113-1056 gemm 1057-"},
-      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
-      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-"},
-      {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-"},
+       "grid_b64 9-64 tiled8c8 65-112 tiled 113-1056 gemm 1057-", false},
+      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-", false},
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm=100:", "tiled8c8 9-99 gemm 100-", false},
   };
   for (size_t i = 0; i < COUNT(cases); ++i) {
     flowgen_spec spec = spec_of(cases[i].dim, cases[i].hidden, cases[i].precision, 90, cases[i].arch_specific);
     char want[256];
-    snprintf(want, sizeof want, "%s%s", head, cases[i].chain);
+    snprintf(want, sizeof want, "%s%s", cases[i].fallback ? fallback : head, cases[i].chain);
     expect_chain(&spec, cases[i].tune, want);
   }
   /* only= places it in the mma chain too: after one batch of mma (the
