@@ -15,9 +15,8 @@
  *              [--cond C] [--layers L] [--act A] [--time T] [--guidance W] [--family]
  * --tune: planner overrides for every sampler (docs/tuning.md), as
  * flowrt_options.tune; recorded in the JSON.
- * --cache-dir: the kernels read from (and written to) this disk cache, which
- * `flowgen cache warm` fills on any machine with NVRTC: a sweep's compiles
- * done once, ahead of the GPU's time (default: memory only, each compiled
+ * --cache-dir: the kernels read from (and written to) this disk cache: a
+ * sweep run again compiles nothing (default: memory only, each compiled
  * here).
  * --cond ... --guidance W: a member of the model family (random weights of
  * its shape, a random conditioning per sample; W the guidance weight).
@@ -206,6 +205,7 @@ typedef struct run_ctx {
   CUdeviceptr cond;        /* the member's conditioning (0: none) */
   const float *host_cond;  /* the same on the host */
   float guidance;
+  bool quick;              /* --quick: fewer reference rows */
 } run_ctx;
 
 static void launch(const run_ctx *c, int set) {
@@ -319,8 +319,9 @@ static double check_output(const run_ctx *c, const flowrt_weights *w,
       free(x);
       return NAN;
     }
-  /* At most 256 rows, and no more than about 2e10 flop of reference. */
-  int64_t rows = (int64_t)(2e10 / flops_per_sample(c->spec));
+  /* At most 256 rows, and no more than about 2e10 flop of reference (2e9
+   * under --quick: a sweep's hundreds of points). */
+  int64_t rows = (int64_t)((c->quick ? 2e9 : 2e10) / flops_per_sample(c->spec));
   if (rows > 256) rows = 256;
   if (rows < 8) rows = 8;
   if (rows > c->batch) rows = c->batch;
@@ -414,14 +415,14 @@ static void bench_shape(flowrt_runtime *rt, const options *o, const int shape[3]
     size_t n = (size_t)batch * spec.dim;
     bench_fill(host, n * sets, 2.0f);
     for (int i = 0; i < sets; ++i) CHECK(cu->cuMemcpyHtoD(x0[i], host + i * n, n * 4));
-    run_ctx c = {s, &base, &spec, x0, sets, x, batch, NULL, cond, host_cond, guidance};
+    run_ctx c = {s, &base, &spec, x0, sets, x, batch, NULL, cond, host_cond, guidance, o->quick};
     int runs = o->quick ? 20 : (batch >= 65536 ? 30 : 100);
     timing t = time_runs(&c, 5, runs);
     double err = check_output(&c, w, host, 1);
     const flowgen_variant *v = flowgen_kernel_pick(flowrt_sampler_kernel(s), batch);
     double tflops = flops_per_sample(&spec) * batch / (t.median_us * 1e-6) / 1e12;
 
-    run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL, 0, NULL, 1.0f};
+    run_ctx b = {NULL, &base, &spec, x0, sets, x, batch, NULL, 0, NULL, 1.0f, o->quick};
     timing tb = {NAN, NAN, NAN};
     double berr = NAN;
     /* The baseline runs at a few TFLOP/s: skip it beyond about 2e12 flop

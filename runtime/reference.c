@@ -283,7 +283,13 @@ flowgen_status flowrt_reference_cond_f64(const flowgen_spec *spec,
   double *null_bias = spec->guidance ? malloc((size_t)m.H * sizeof *null_bias) : NULL;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)(cores < 1 ? 1 : cores > 32 ? 32 : cores);
-  if (batch < 64 * threads) threads = (int)((batch + 63) / 64);
+  /* A thread for every 2e7 flop of samples or so (3 samples of the
+   * reference shape, 1 of a wide model), each row on its own: a check of
+   * a few rows of a wide model spreads over the cores too. */
+  double flop = 2.0 * spec->steps * ((double)m.in * m.H + (m.L - 2.0) * m.H * m.H + (double)m.H * m.D);
+  int64_t least = flop >= 2e7 ? 1 : (int64_t)(2e7 / (flop > 1 ? flop : 1));
+  if (batch < least * threads) threads = (int)((batch + least - 1) / least);
+  if (threads < 1) threads = 1;
   reference_job *jobs = calloc((size_t)threads, sizeof *jobs);
   pthread_t *tids = calloc((size_t)threads, sizeof *tids);
   bool *started = calloc((size_t)threads, sizeof *started);
