@@ -29,7 +29,9 @@
 #              SWEEP_BATCHES=1,8,64,1024,4096,65536
 #              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16 (SWEEP_RANDOM=N: N
 #              shapes more, D 1-1024, H 512-4096, S 4-32, drawn with
-#              SWEEP_SEED, printed)
+#              SWEEP_SEED, printed); a precision at a time, each packed
+#              when done (the five shapes of docs/performance.md in four
+#              precisions: 5 minutes on an H200)
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
@@ -184,17 +186,29 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
       echo "sweep: random shapes (SWEEP_SEED=$seed): $drawn" | tee "$out/sweep-random.txt"
       shapes="$shapes;$drawn"
     fi
-    # shellcheck disable=SC2086
-    build/bench $tune --quick --no-startup --no-baseline --precisions "$precisions" \
-      --shapes "$shapes" --batches $batches --json "$out/sweep.json" > "$out/sweep.txt" || status=1
-    if have_torch; then
-      peers=""
-      for p in $(echo "$precisions" | tr , ' '); do
+    # a precision at a time, flowgen then PyTorch, packed after each (a
+    # round cut short keeps the precisions done)
+    peers="" ours=""
+    for p in $(echo "$precisions" | tr , ' '); do
+      ours="$ours $out/sweep-$p.json"
+      # shellcheck disable=SC2086
+      build/bench $tune --quick --no-startup --no-baseline --precisions "$p" \
+        --shapes "$shapes" --batches $batches --json "$out/sweep-$p.json" > "$out/sweep-$p.txt" || status=1
+      if have_torch; then
         python3 bench/pytorch_baseline.py --quick --precision "$p" --shapes "$shapes" \
           --batches "$batches" --json "$out/sweep-pytorch-$p.json" > "$out/sweep-pytorch-$p.txt" \
           || status=1
         peers="$peers $out/sweep-pytorch-$p.json"
-      done
+      fi
+      "$pack"
+    done
+    # flowgen's precisions in one file, as compare.py reads it
+    # shellcheck disable=SC2086 # $ours: one file a precision
+    python3 -c 'import json, sys
+runs = [json.load(open(f)) for f in sys.argv[2:]]
+runs[0]["results"] = [r for run in runs for r in run["results"]]
+json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours || status=1
+    if have_torch; then
       # PyTorch's plain GEMM of each hidden width and batch: the yardstick
       # for flowgen's TFLOP/s
       python3 bench/gemm_peak.py --precisions "$precisions" --shapes "$shapes" --batches "$batches" \
