@@ -159,8 +159,8 @@ local function small_batches(ctx, chain, c)
     end
   end
   -- weights the cluster kernel cannot hold: the tiled kernel's split
-  -- (where gemm follows the grid's first variants, one batch: the grids'
-  -- fallback, fallback_split below)
+  -- (where gemm follows the grids' first variants, one batch, which
+  -- fallback_split gives to gemm)
   local blocks = S.tiled.split_blocks(ctx)
   local name = "tiled8c" .. blocks
   if ctx.device.clusters and blocks > 1 and ctx.tune:allows("tiled", name)
