@@ -1734,6 +1734,40 @@ static void test_gemm_falls_back_when_not_resident(void **state) {
   expect_no_problems();
 }
 
+/* Where gemm on wgmma follows the tiled kernel's split (bf16 on sm_90a,
+ * H=1024), the split serves no batch of its own: it is the plan's first
+ * variant, at batch 0, which launches nothing, and the grids' fallback,
+ * which serves their batch when their launch is refused. */
+static void test_fallback_alone_serves_a_refused_grid(void **state) {
+  (void)state;
+  nv.stand_in = true; /* the plan, not a real compile, is what matters */
+  g.cooperative_max = 100;
+  flowrt_weights *wide = fg_test_random_weights(64, 1024, 3);
+  scenario sc;
+  scenario_init(&sc, wide);
+  sc.spec.precision = FLOWGEN_PRECISION_BF16;
+  flowgen_error err = {0};
+  if (open_and_create(&sc, &err)) fail_msg("flowrt_sampler_create: %s", err.message);
+  const flowgen_kernel *k = flowrt_sampler_kernel(sc.s);
+  const flowgen_variant *fallback = flowgen_kernel_variant(k, 0);
+  assert_string_equal(fallback->strategy, "tiled8c8");
+  assert_int_equal(fallback->min_batch, 0);
+  assert_int_equal(fallback->max_batch, 0);
+  assert_ptr_equal(flowgen_kernel_pick(k, 0), fallback);
+  const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH);
+  assert_true(grid->cooperative);
+  assert_ptr_equal(flowgen_kernel_variant(k, grid->fallback), fallback);
+  assert_string_equal(flowgen_kernel_pick(k, 65)->strategy, "gemm");
+  /* batch 0: nothing launched */
+  int calls = g.calls[FN_cuLaunchKernelEx];
+  assert_int_equal(flowrt_sample_host(sc.s, sc.x0, sc.x, 0, &err), FLOWGEN_OK);
+  assert_int_equal(g.calls[FN_cuLaunchKernelEx], calls);
+  expect_fallback(&sc, fallback);
+  scenario_finish(&sc);
+  flowrt_weights_free(wide);
+  expect_no_problems();
+}
+
 /* Where the grid cannot be resident at once (here: room for 100 of the 132
  * blocks, as under MPS), the first variant that is not a grid serves. */
 static void test_grid_falls_back_when_not_resident(void **state) {
@@ -2884,6 +2918,7 @@ int main(void) {
       FAULT_TEST(test_grid_is_a_cooperative_launch),
       FAULT_TEST(test_gemm_falls_back_when_not_resident),
       FAULT_TEST(test_grid_falls_back_when_not_resident),
+      FAULT_TEST(test_fallback_alone_serves_a_refused_grid),
       FAULT_TEST(test_nvrtc_missing),
       FAULT_TEST(test_nvrtc_missing_a_symbol_is_too_old),
       FAULT_TEST(test_nvrtc_compile_error_gives_the_log),
