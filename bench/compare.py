@@ -4,12 +4,15 @@ TFLOP/s, their ratio, and every point where flowgen is not faster than
 PyTorch eager + CUDA graph in the same precision; then, per precision,
 the points compared, the slower ones and the least ratio.
 
-usage: python3 bench/compare.py bench.json pytorch.json... [--markdown]
+usage: python3 bench/compare.py bench.json pytorch.json... [--markdown | --grid]
                                 [--peak gemm_peak.json]
   (one pytorch.json a precision, as bench/pytorch_baseline.py --precision
   writes them; bench.json may hold every precision; --peak: PyTorch's own
   [B, H] x [H, H]^T of the same H, B and precision, as bench/gemm_peak.py
-  writes it, and flowgen's TFLOP/s as a share of it)
+  writes it, and flowgen's TFLOP/s as a share of it; --grid: a Markdown
+  table a precision instead, a row a shape, a column a batch, each cell
+  the speed-up (and from B=4096 flowgen's TFLOP/s), in bold with the
+  strategy where flowgen is not faster: docs/performance.md's tables)
 exit status: 0 when flowgen is faster at every point both sides have,
 1 otherwise, 2 on bad input.
 """
@@ -50,6 +53,8 @@ def main():
         del argv[i:i + 2]
     args = [a for a in argv if not a.startswith("--")]
     markdown = "--markdown" in argv
+    grid = "--grid" in argv
+    cells = {}  # --grid: precision -> {(D, H, S): {B: cell}}
     if len(args) < 2:
         usage()
     ours = load(args[0])
@@ -78,7 +83,12 @@ def main():
         # flowgen's TFLOP/s over PyTorch's plain GEMM of the hidden layer's size
         peak = peaks.get((k[1], k[3], k[4]))
         share = "" if peak is None else " %.0f%%" % (100.0 * r.get("tflops", 0.0) / peak)
-        if markdown:
+        if grid:
+            cell = "%.2fx" % ratio + (", %.0f" % r.get("tflops", 0.0) if k[3] >= 4096 else "")
+            if ratio <= 1:
+                cell = "**%s** (%s)" % (cell, r["strategy"])
+            cells.setdefault(k[4], {}).setdefault(k[:3], {})[k[3]] = cell
+        elif markdown:
             print("| %s | %d | %d | %d | %d | %.1f | %s | %.1f | %.1e | %.1f | %.1f | %.2f× |" % row
                   + (" %s |" % share.strip() if peaks else ""))
         else:
@@ -86,6 +96,13 @@ def main():
                   "relerr %.1e  torch graph %11.1f us eager %11.1f us  x%.2f" % row
                   + (" " + share + " of GEMM peak" if share else "")
                   + ("  SLOWER" if ratio <= 1 else ""))
+    for precision, shapes in sorted(cells.items()):
+        batches = sorted({b for row in shapes.values() for b in row})
+        print("\n%s:\n" % precision)
+        print("| D, H, S | " + " | ".join("B=%d" % b for b in batches) + " |")
+        print("| --- |" + " ---: |" * len(batches))
+        for shape, row in shapes.items():  # in the sweep's order
+            print("| %d, %d, %d | " % shape + " | ".join(row.get(b, "") for b in batches) + " |")
     slower = 0
     for precision, (points, worse, least) in sorted(per.items()):
         slower += worse

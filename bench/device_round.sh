@@ -216,6 +216,8 @@ json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours ||
       # shellcheck disable=SC2086 # $peers: one file a precision
       python3 bench/compare.py "$out/sweep.json" $peers --peak "$out/sweep-gemm-peak.json" \
         > "$out/sweep-compare.txt" 2>&1
+      # shellcheck disable=SC2086
+      python3 bench/compare.py "$out/sweep.json" $peers --grid > "$out/sweep-grid.md" 2>/dev/null
       grep -E 'SLOWER|^compare' "$out/sweep-compare.txt" | tail -n 40
     fi ;;
   compare)

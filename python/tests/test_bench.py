@@ -70,3 +70,13 @@ def test_compare_refuses_bad_input(tmp_path):
     done = compare(ours, peer, "--peak", bad)
     assert done.returncode == 2
     assert "bad.json: a result without 'batch'" in done.stderr
+
+
+def test_compare_grid_is_a_table_a_precision(tmp_path):
+    ours, peer, _ = files(tmp_path)
+    done = compare(ours, peer, "--grid")
+    assert done.returncode == 1, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    assert table == ["| D, H, S | B=4096 | B=65536 |", "| --- | ---: | ---: |",
+                     "| 256, 2048, 16 | **0.33x, 98** (gemm) | 1.80x, 550 |"]
+    assert "bf16:" in done.stdout
