@@ -3,8 +3,11 @@
 # (`make all tests`, then `make -C examples O=$PWD/build/examples
 # FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
 # carry less, strip the programs but keep build/libflowgen.a and
-# build/examples' objects, which test_examples links again).  A round of
-# `tests` wants a call of its own.
+# build/examples' objects, which test_examples links again, and leave out
+# build/obj and the test programs that need no GPU, which CI runs:
+# test_nvrtc, test_sandbox, test_spec, test_npy, test_plan, test_generate,
+# test_reference, test_safetensors, test_fuzz_regressions, test_faults,
+# test_alloc_faults; about 22 MB then).  `tests` takes about 200 s (TEST_SHARDS=8).
 # Logs and JSON are written to a work folder and packed into
 # $OUT/round.tar.gz (or ./device-out/round.tar.gz) after each part and each
 # test program (a device call brings back at most 8 files; a round cut
