@@ -19,11 +19,12 @@
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
 -- weights take 128 KB or more; where a precision's matrix-unit kernel does
--- not fit, the tiled kernels, then gemm on the precision's operands (bf16
--- and fp16 on sm_90a: gemm right after the split, or from batch 9 where
--- the weights take 16 MB or more).  The batch ranges are each strategy's
--- (its `last`): where it was measured faster than what follows on an
--- H200 or an H100.
+-- not fit, the tiled kernels, then gemm on the precision's operands (on
+-- sm_90a in tf32, bf16 and fp16: gemm right after the grids, the split
+-- their fallback alone; in bf16 and fp16 from batch 9 where the weights
+-- take 16 MB or more).  The batch ranges are each strategy's (its
+-- `last`): where it was measured faster than what follows on an H200 or
+-- an H100.
 
 local lib = import("lib")
 local device = import("device")
@@ -106,7 +107,7 @@ local function choose(ctx)
   c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16") and c.fits
       and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
-  -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64; the split one batch)
+  -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64)
   c.gemm_early = (c.kind == "bf16" or c.kind == "fp16") and (c.gemm or c.gemm_over_mma)
       and ctx.weights >= GEMM_SMALL_WEIGHTS and S.gemm.on_wgmma(ctx, c.kind)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
@@ -159,14 +160,14 @@ local function small_batches(ctx, chain, c)
     end
   end
   -- weights the cluster kernel cannot hold: the tiled kernel's split
-  -- (where gemm follows the grids' first variants, one batch, which
-  -- fallback_split gives to gemm)
+  -- (where gemm on wgmma follows it, the grids' fallback alone:
+  -- fallback_split)
   local blocks = S.tiled.split_blocks(ctx)
   local name = "tiled8c" .. blocks
   if ctx.device.clusters and blocks > 1 and ctx.tune:allows("tiled", name)
       and (ctx.weights >= SPLIT_WEIGHTS or ctx.tune:forces("tiled", name)) then
     local v = S.tiled.split(ctx, blocks)
-    chain:take(v, c.gemm_early and chain.next or S.tiled.split_last(ctx, v))
+    chain:take(v, S.tiled.split_last(ctx, v))
   end
 end
 
