@@ -12,7 +12,8 @@
 --
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
 --                                           gemm (then mma)
---   tf32       cluster, rmma (clusters)     mma16, wgstream | mma
+--   tf32       cluster, rmma (clusters)     mma16, wgstream | mma,
+--                                           gemm (H >= 1024, sm_90a)
 --   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,
 --                                           gemm (H >= 1024, sm_90a)
 --
@@ -99,12 +100,12 @@ local function choose(ctx)
       or (c.kind and c.kind ~= "tf32x3" and not c.fits)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
-  -- bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 1024: gemm in
-  -- place of the mma kernel even where that fits (faster beyond mma's
-  -- first wave of blocks, and from its first batch with large weights; at
-  -- H=512 no faster once mma's waves are full: docs/performance.md), or
-  -- where only= names it
-  c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16") and c.fits
+  -- tf32, bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 1024:
+  -- gemm in place of the mma kernel even where that fits (faster beyond
+  -- mma's first wave of blocks, and from its first batch with large
+  -- weights; tf32 3x to 6x at H=1024; at H=512 no faster once mma's waves
+  -- are full: docs/performance.md), or where only= names it
+  c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16" or c.kind == "tf32") and c.fits
       and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64)

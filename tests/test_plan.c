@@ -498,7 +498,10 @@ static void test_gemm_over_mma(void **state) {
       {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
-      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {32, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 512, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-", false},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm=100:", "tiled8c8 9-99 gemm 100-", false},
   };
