@@ -50,10 +50,6 @@
 #              and on mma.sync (gemm.per_sm=2), then the tiled kernel, gemm
 #              on mma.sync and gemm, the same points interleaved
 #              (GEMM_SHAPES, GEMM_BATCHES)
-#   resident   the grid variants with resident weights (grid.resident=1):
-#              compute-sanitizer over build/sanitize's grid cases under the
-#              dial, then the grid variants with and without it, the same
-#              points interleaved (RESIDENT_SHAPES, RESIDENT_BATCHES)
 #   profile    Nsight Compute (ncu, clocks left alone) over one launch of
 #              the gemm variant (bf16 on wgmma; PROFILE_SHAPES, PROFILE_BATCH,
 #              PROFILE_TUNE): speed of light, memory and L2 traffic, warp
@@ -324,21 +320,6 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     py bench/python_call.py --batches "${PYTHON_MAX_BATCHES:-8,65536}" --runs 100 --skip compile \
       --json "$out/python-call-max.json" > "$out/python-call-max.txt" 2>&1 || status=1
     tail -n 40 "$out/python-call.txt" "$out/python-call-max.txt" ;;
-  resident)
-    sanitize_cases resident resident --tune grid.resident=1 --only grid
-    shapes=${RESIDENT_SHAPES:-"256,2048,16;1024,2048,16;64,4096,16;128,512,16"}
-    batches=${RESIDENT_BATCHES:-1,8,64}
-    for round in 1 2; do
-      for who in plain resident; do
-        t=only=grid:tiled8:tiled
-        [ $who = resident ] && t=$t,grid.resident=1
-        build/bench --quick --no-startup --no-baseline --tune $t --precisions fp32,bf16 \
-          --shapes "$shapes" --batches "$batches" --json "$out/resident-$who-$round.json" \
-          > "$out/resident-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/resident-$who-$round.txt"; }
-      done
-    done
-    python3 bench/before_after.py "$out"/resident-plain-*.json -- "$out"/resident-resident-*.json \
-      | tee "$out/resident.txt" | tail -n 30 ;;
   profile)
     ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
     for shape in $(echo "${PROFILE_SHAPES:-256,2048,16;1024,1024,16}" | tr ';' ' '); do

@@ -10,9 +10,6 @@ local lib = import("lib")
 local M = {name = "grid", template = "grid.cut"}
 
 M.names = {"grid_b1", "grid_b8", "grid_b64"}
--- resident=1: a block keeps its first tile of each layer's weights in
--- shared memory (the layers whose tiles fit), read there at every step
-M.dials = {resident = {0, 1}}
 
 M.ROWS = 64  -- the most samples: the scratch area holds their activations
 
@@ -65,23 +62,20 @@ local function variant(ctx, rows, max_batch, w16)
   while chunk > 128 and bytes() > limit do chunk = chunk // 2 end
   local shared = bytes()
   if shared > limit then return nil end
-  -- Resident weights (grid.resident=1): a block's first tile of a layer
-  -- (tile n goes to block n % gridDim.x: outputs (n % col_tiles) COLS on)
-  -- is the same at every step, so its weights can stay in shared memory,
-  -- after the partial sums: layer by layer, while they fit.  Not planned
-  -- by default until timed.
-  local resident = ctx.tune:dial(M.name, "resident", 0) == 1
-  if resident then
-    local at = shared // 4
-    for _, l in ipairs(layers) do
-      local floats = l.inputs * l.tile_cols
-      if 4 * (at + floats) <= limit then
-        l.cache = at
-        at = at + floats
-      end
+  -- Resident weights: a block's first tile of a layer (tile n goes to
+  -- block n % gridDim.x: outputs (n % col_tiles) COLS on) is the same at
+  -- every step, so its weights stay in shared memory, after the partial
+  -- sums: layer by layer, while they fit (3% to 17% faster than from L2 at
+  -- S=16, even at S=4: docs/performance.md).
+  local at = shared // 4
+  for _, l in ipairs(layers) do
+    local floats = l.inputs * l.tile_cols
+    if 4 * (at + floats) <= limit then
+      l.cache = at
+      at = at + floats
     end
-    shared = 4 * at
   end
+  shared = 4 * at
   return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template,
                             reads = w16 and {"mma", "grid"} or {"grid"}},
                      {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
@@ -93,7 +87,6 @@ local function variant(ctx, rows, max_batch, w16)
     layers = layers,
     x_stride = D, h_stride = H,
     scratch_data = M.SCRATCH_DATA,
-    resident = resident,
     -- bf16, fp16: the weights read from the mma kernel's 16-bit copies
     -- (half the bytes through L2; the products still fp32 FMA)
     w16 = w16 and w16.kind or nil,

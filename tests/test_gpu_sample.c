@@ -970,7 +970,7 @@ static void test_gemm_16bit_mma_sync(void **state) {
   check_variants_within("only=tiled:gemm,gemm.per_sm=2", gemm, 1, gemm_half, 2, 2e-2);
 }
 
-/* The grid variants with resident weights (grid.resident=1: each block's
+/* The grid variants' resident weights (each block's
  * first tile of a layer read from its copy in shared memory): every layer
  * resident (D=256, H=2048 at B <= 8), some (H=4095 and 4096: W2's tiles do
  * not fit), rows of no multiple of 4 (D=17, D=33), every solver; at the
@@ -983,11 +983,11 @@ static void test_grid_resident(void **state) {
   static const variant_shape shapes[] = {{256, 2048, 2, FLOWGEN_PRECISION_FP32},
                                          {33, 1000, 3, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_RK4},
                                          {17, 4095, 2, FLOWGEN_PRECISION_FP32, FLOWGEN_SOLVER_HEUN}};
-  check_variants_within("only=grid:tiled8:tiled,grid.resident=1", grids, 3, shapes,
+  check_variants_within("only=grid:tiled8:tiled", grids, 3, shapes,
                         sizeof shapes / sizeof *shapes, 1e-5);
   /* bf16: the copies filled from the 16-bit weights */
   static const variant_shape half[] = {{64, 4096, 2, FLOWGEN_PRECISION_BF16, FLOWGEN_SOLVER_MIDPOINT}};
-  check_variants_within("only=grid:tiled8:tiled,grid.resident=1", grids, 3, half, 1, 2e-2);
+  check_variants_within("only=grid:tiled8:tiled", grids, 3, half, 1, 2e-2);
 }
 
 /* The grid variants in bf16 and fp16: the weights read from the mma

@@ -386,22 +386,22 @@ static void test_grid_and_gemm_compiles(void **state) {
   COMPILE(cases);
 }
 
-/* The grid variants with resident weights (grid.resident=1): every layer's
+/* The grid variants' resident weights: every layer's
  * tiles in shared memory (D=256, H=2048), some (H=4095, D=17: rows of no
  * multiple of 4), RK4, sm_80, a guided conditional member of 4 layers;
  * bf16 and fp16 (the copies filled from the 16-bit weights). */
 static void test_grid_resident_compiles(void **state) {
   (void)state;
   static const nvrtc_case cases[] = {
-      {256, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1",
+      {256, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled",
        "grid_b1,grid_b8,grid_b64"},
-      {17, 4095, 3, RK4, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
-      {128, 1024, 2, EULER, FP32, 80, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
-      {64, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8",
+      {17, 4095, 3, RK4, FP32, 90, false, "only=grid:tiled8:tiled", "grid_b8"},
+      {128, 1024, 2, EULER, FP32, 80, false, "only=grid:tiled8:tiled", "grid_b8"},
+      {64, 2048, 2, EULER, FP32, 90, false, "only=grid:tiled8:tiled", "grid_b8",
        "cond=40;guidance=1;layers=4;act=gelu"},
-      {256, 2048, 2, EULER, BF16, 90, false, "only=grid:tiled8:tiled,grid.resident=1",
+      {256, 2048, 2, EULER, BF16, 90, false, "only=grid:tiled8:tiled",
        "grid_b1,grid_b8,grid_b64"},
-      {17, 4095, 3, RK4, FP16, 90, false, "only=grid:tiled8:tiled,grid.resident=1", "grid_b8"},
+      {17, 4095, 3, RK4, FP16, 90, false, "only=grid:tiled8:tiled", "grid_b8"},
   };
   COMPILE(cases);
 }
