@@ -17,12 +17,23 @@ M.ROWS = 64  -- the most samples: the scratch area holds their activations
 -- that every variant finds it in the same place), then the activations.
 M.SCRATCH_DATA = 4
 
+-- Whether the grid variants hand the activations on in words of a value
+-- and its layer's epoch (grid.cut's put_ll), no grid barrier between the
+-- layers: every member but those with guidance (whose blend between the
+-- last two layers reads another block's rows).
+function M.ll(spec) return lib.hidden_rows(spec) == 1 end
+
 -- Floats of the activations of `rows` samples in the scratch area: h1 and
 -- h2 (rows of h_stride), and for multi-stage solvers ys and sums (rows of
--- x_stride); the gemm variant keeps the state there too.
--- (With guidance the hidden activations take two rows a sample.)
+-- x_stride); the gemm variant (state) keeps the state there too.
+-- (With guidance the hidden activations take two rows a sample.)  The
+-- grid variants' words of a value and an epoch take two floats: h1, h2,
+-- the state's copy that layer 1 reads (xl) and ys; the sums one.
 function M.scratch_activations(ctx, rows, x_stride, h_stride, state)
   local multi = #ctx.solver.c > 1
+  if not state and M.ll(ctx.spec) then
+    return rows * (4 * h_stride + 2 * x_stride + (multi and 3 or 0) * x_stride)
+  end
   return rows * (2 * lib.hidden_rows(ctx.spec) * h_stride + ((multi and 2 or 0) + (state and 1 or 0)) * x_stride)
 end
 
@@ -87,6 +98,7 @@ local function variant(ctx, rows, max_batch, w16)
     layers = layers,
     x_stride = D, h_stride = H,
     scratch_data = M.SCRATCH_DATA,
+    ll = M.ll(spec),
     -- bf16, fp16: the weights read from the mma kernel's 16-bit copies
     -- (half the bytes through L2; the products still fp32 FMA)
     w16 = w16 and w16.kind or nil,

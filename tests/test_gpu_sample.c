@@ -1410,6 +1410,58 @@ static void test_gemm_family(void **state) {
   }
 }
 
+/* The grid variants over the model family: the activations handed on in
+ * words of a value and an epoch (conditioning, sin time, 2 and 5 layers,
+ * multi-stage solvers), and with guidance through grid barriers (its
+ * blend reads other blocks' rows); each sampler launched at B = 1, 8 and
+ * 64, several launches on one scratch area (the epochs go on from launch
+ * to launch). */
+static void test_grid_family(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  static const struct {
+    flowgen_precision precision;
+    int dim, hidden;
+    double tolerance;
+    const char *fields[5][2];
+  } members[] = {
+      {FLOWGEN_PRECISION_FP32, 64, 2048, 1e-5, {{"cond", "10"}, {"time", "sin:16"}}},
+      {FLOWGEN_PRECISION_FP32, 33, 1000, 1e-5, {{"layers", "2"}, {"solver", "heun"}}},
+      {FLOWGEN_PRECISION_BF16, 17, 1024, 2e-2, {{"layers", "5"}, {"act", "gelu"}, {"solver", "rk4"}}},
+      {FLOWGEN_PRECISION_FP32, 64, 2048, 1e-5, {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}}},
+  };
+  static const char *const grids[] = {"grid_b1", "grid_b8", "grid_b64"};
+  static const int64_t batches[] = {1, 8, 64};
+  uint64_t seed = fg_test_seed();
+  for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {
+    flowrt_runtime *rt = NULL;
+    flowgen_error err;
+    flowrt_options opts = {.disk_cache = 0, .tune = "only=grid:tiled8:tiled"};
+    if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
+    flowgen_spec spec = make_spec(members[m].dim, members[m].hidden, 3);
+    spec.precision = members[m].precision;
+    for (int k = 0; k < 5 && members[m].fields[k][0]; ++k)
+      assert_int_equal(flowgen_spec_set(&spec, members[m].fields[k][0], members[m].fields[k][1], NULL),
+                       FLOWGEN_OK);
+    flowrt_weights *w = fg_test_random_model(&spec, seed + 43 * m, 1.0f);
+    flowrt_sampler *s = NULL;
+    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    for (int round = 0; round < 2; ++round) {
+      for (int b = 0; b < 3; ++b) {
+        assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, grids[b]);
+        const float g = spec.guidance ? 3.0f : 1.0f;
+        double e = check_family(s, &spec, w, batches[b], batches[b], g, spec.guidance && b, seed + 7 * round + b);
+        printf("# grid family %zu %s B=%lld relerr=%.3e\n", m, flowgen_precision_name(spec.precision),
+               (long long)batches[b], e);
+        assert_true(e <= members[m].tolerance);
+      }
+    }
+    flowrt_sampler_destroy(s);
+    flowrt_weights_free(w);
+    flowrt_close(rt);
+  }
+}
+
 /* A conditional sampler in a CUDA graph: the workspace reserved first,
  * then captured (cond kernel and sampler) and replayed, the same bytes as
  * a direct launch; without the reserve, the capture is refused naming it
@@ -1533,6 +1585,7 @@ int main(void) {
       cmocka_unit_test(test_family_matches_reference),
       cmocka_unit_test(test_random_shapes),
       cmocka_unit_test(test_gemm_family),
+      cmocka_unit_test(test_grid_family),
       cmocka_unit_test(test_gemm_wgmma),
       cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_matches_reference),
