@@ -100,13 +100,12 @@ local function choose(ctx)
       or (c.kind and c.kind ~= "tf32x3" and not c.fits)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
-  -- tf32, bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 1024:
-  -- gemm in place of the mma kernel even where that fits (faster beyond
-  -- mma's first wave of blocks, and from its first batch with large
-  -- weights; tf32 3x to 6x at H=1024; at H=512 no faster once mma's waves
-  -- are full: docs/performance.md), or where only= names it
+  -- tf32, bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 512:
+  -- gemm in place of the mma kernel even where that fits (bf16 1.2x to 3x
+  -- faster from B=1024 at H=512, tf32 3x to 6x at H=1024:
+  -- docs/performance.md), or where only= names it
   c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16" or c.kind == "tf32") and c.fits
-      and (spec.hidden >= 1024 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
+      and (spec.hidden >= 512 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64)
   c.gemm_early = (c.kind == "bf16" or c.kind == "fp16") and (c.gemm or c.gemm_over_mma)
@@ -191,11 +190,11 @@ local function matrix_batches(ctx, chain, c)
   local wide = c.gemm_over_mma and (not last or last == many)
       and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec))
   if wide then
-    -- at H >= 1024 from the first batch the small ones leave (faster than
+    -- at H >= 512 from the first batch the small ones leave (faster than
     -- mma at every batch measured: docs/performance.md); where only=
-    -- forces it at H < 1024, after mma's first wave of blocks.  And a
+    -- forces it at H < 512, after mma's first wave of blocks.  And a
     -- variant that is not a grid before it (the fallback) where none is yet
-    local from = ctx.spec.hidden >= 1024 and chain.next or many.rows_per_block * sms + 1
+    local from = ctx.spec.hidden >= 512 and chain.next or many.rows_per_block * sms + 1
     if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
     chain:take(wide)
     return true
@@ -206,8 +205,8 @@ end
 -- Large batches, fp32 (and a precision whose matrix-unit kernel does not
 -- fit): the tiled kernel, 8 samples a block while that fills the GPU once,
 -- then 32; tf32x3 on the matrix units (wgstream3, or mma once its blocks
--- fill the GPU); with large weights the gemm variant from the batch after
--- the 8-row kernel's last, the mma kernel after it where that owns 32
+-- fill the GPU); with large weights the gemm variant from the first batch
+-- the small ones leave, the mma kernel after it where that owns 32
 -- samples a block or more (before it otherwise).
 local function fp32_batches(ctx, chain, c)
   local spec, t, sms = ctx.spec, ctx.tune, ctx.device.sms
@@ -216,11 +215,10 @@ local function fp32_batches(ctx, chain, c)
       or c.kind and t:allows("mma", "mma") and S.mma.variant(ctx, c.kind, 64, "") or nil
   local wide = c.gemm and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
-  -- the grid cannot be resident); on mma.sync from the batch after the
-  -- 8-row kernel's last, on wgmma from the first (faster than the tiled
-  -- kernel there: docs/performance.md)
-  local stop = wide and math.max(chain.plain and chain.next or chain.next + 1,
-                                 wide.gemm_wgmma and 0 or 8 * sms + 1)
+  -- the grid cannot be resident); then from the first batch the grids and
+  -- the split leave (tf32x3 on mma.sync 1.5x to 6x faster than the tiled
+  -- kernels from B=113 at H >= 1024: docs/performance.md)
+  local stop = wide and (chain.plain and chain.next or chain.next + 1)
   local function below(v, last)
     if stop and chain.next >= stop then return end
     if stop and (not last or last >= stop) then last = stop - 1 end

@@ -399,10 +399,11 @@ static void test_grid_strategy(void **state) {
                   seed + 17 * i, seed, grid_up_to_64);
 }
 
-/* gemm from 1057 on, but from 4225 at H=512 (the matrix-unit kernel's). */
-static bool gemm_from_1057(const flowgen_spec *spec, int64_t batch, const char *strategy) {
+/* gemm from 113 on (the batch after the tiled kernel's split), but the
+ * matrix-unit kernel's from 4225 at D=512, H=512 (Euler). */
+static bool gemm_from_113(const flowgen_spec *spec, int64_t batch, const char *strategy) {
   const bool gemm = strcmp(strategy, "gemm") == 0;
-  if (batch < 1057 || (batch > 4224 && spec->hidden == 512)) return !gemm;
+  if (batch < 113 || (batch > 4224 && spec->hidden == 512 && spec->solver == FLOWGEN_SOLVER_EULER)) return !gemm;
   return gemm;
 }
 
@@ -413,11 +414,11 @@ static bool gemm_from_1057(const flowgen_spec *spec, int64_t batch, const char *
 static void test_gemm_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   static const int shapes[][2] = {{512, 512}, {33, 1000}, {3, 4095}, {64, 768}};
-  static const int64_t batches[] = {1056, 1057, 4097, 9000};
+  static const int64_t batches[] = {113, 1056, 1057, 4097, 9000};
   uint64_t seed = fg_test_seed();
   for (size_t i = 0; i < sizeof every_solver / sizeof *every_solver; ++i)
     check_batches(*state, every_solver[i], shapes[i], batches, sizeof batches / sizeof *batches,
-                  seed + 29 * i, seed, gemm_from_1057);
+                  seed + 29 * i, seed, gemm_from_113);
 }
 
 /* The wgmma variant's building blocks on their own (the generated source
@@ -1015,18 +1016,21 @@ static void test_gemm_wgmma(void **state) {
   check_variants_within("only=tiled:gemm,gemm.rows=64", gemm, 1, gemm_half, 2, 2e-2);
 }
 
-/* The default plan's gemm in place of the mma kernel (bf16 and fp16 on
- * sm_90a, H >= 1024), from the first batch the grids leave (65 at D=1024
- * and D=256, H=1024), at its edges against the reference, Euler and
- * Heun. */
+/* The default plan's gemm in place of the mma kernel (tf32, bf16 and fp16
+ * on sm_90a, H >= 512), from the first batch the grids leave (65 at D=1024
+ * and D=256, H=1024, and at D=1024, H=512), at its edges against the
+ * reference, Euler and Heun. */
 static void test_gemm_over_mma(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   skip_unless_sm90();
   static const char *const gemm[] = {"gemm"};
   static const variant_shape shapes[] = {{1024, 1024, 2, FLOWGEN_PRECISION_BF16},
-                                         {256, 1024, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN}};
-  check_variants_within(NULL, gemm, 1, shapes, 2, 2e-2);
+                                         {256, 1024, 2, FLOWGEN_PRECISION_FP16, FLOWGEN_SOLVER_HEUN},
+                                         {1024, 512, 2, FLOWGEN_PRECISION_BF16}};
+  check_variants_within(NULL, gemm, 1, shapes, 3, 2e-2);
+  static const variant_shape tf32[] = {{32, 1024, 2, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN}};
+  check_variants_within(NULL, gemm, 1, tf32, 1, 2e-4);
 }
 
 /* The wgmma variant (bf16 and fp16, Euler, sm_90, where the runtime builds

@@ -370,7 +370,7 @@ static void test_grid_and_gemm_compiles(void **state) {
   static const nvrtc_case cases[] = {
       {128, 512, 2, EULER, FP32, 90, false, "only=grid:tiled8", "grid_b1,grid_b8,grid_b64"},
       {17, 4095, 3, EULER, FP32, 90, false, NULL,
-       "grid_b1,grid_b8,grid_b64,tiled8c8,tiled,gemm"},
+       "grid_b1,grid_b8,grid_b64,tiled8c8,gemm"},
       {64, 4096, 2, RK4, FP32, 80, false, "only=grid_b64:tiled", "grid_b64"},
       {1, 479, 13, EULER, FP32, 90, false, "only=grid_b64:tiled", "grid_b64"},
       {128, 512, 4, EULER, FP32, 80, false, "only=tiled8:gemm", "gemm"},

@@ -283,10 +283,9 @@ static void test_only_and_skip(void **state) {
                                    "cluster4_r6 121-180 cluster4_r8 181-480 wgmma64 481-8448 wgmma 8449-");
   expect_chain(&bf16, "skip=wgmma64:wgmma", "cluster4_r1 0-30 rmma 31-2112 mma 2113-");
   flowgen_spec large = spec_of(128, 512, FLOWGEN_PRECISION_FP32, 90, false);
-  expect_chain(&large, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 tiled8 113-1056 "
-                             "gemm 1057-4224 mma 4225-");
+  expect_chain(&large, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 gemm 113-4224 mma 4225-");
   expect_chain(&large, "skip=mma16:mma,tiled.blocks=4", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c4 65-224 "
-                                                         "tiled8 225-1056 gemm 1057-");
+                                                         "gemm 225-");
 }
 
 /* NAME=FROM:TO: the variants of NAME (a strategy, or a module such as
@@ -344,7 +343,7 @@ static void test_dials(void **state) {
   assert_int_equal(v->grid_blocks_per_sm, 2);
   assert_int_equal(v->rows_per_block, 32);
   flowgen_kernel_free(k);
-  expect_chain(&large, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-1056 gemm 1057-4224 mma 4225-");
+  expect_chain(&large, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-65 gemm 66-4224 mma 4225-");
   flowgen_spec ws = spec_of(64, 256, FLOWGEN_PRECISION_TF32, 90, true);
   k = plan_of(&ws, "wgstream.blocks=1,wgstream.n=32");
   v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
@@ -375,10 +374,10 @@ static void test_gemm_on_wgmma(void **state) {
   for (int p = 0; p < 2; ++p) {
     flowgen_spec spec = spec_of(256, 2048, p ? FLOWGEN_PRECISION_FP16 : FLOWGEN_PRECISION_BF16, 90, true);
     flowgen_kernel *a = plan_of(&spec, sync), *k = plan_of(&spec, wg);
-    /* on mma.sync from the batch after the 8-row kernel's last; on wgmma
-     * from the first batch after a variant that is not a grid */
+    /* on mma.sync and on wgmma from the first batch after a variant that
+     * is not a grid */
     char *chain_a = chain_of(a), *chain_k = chain_of(k);
-    assert_string_equal(chain_a, "tiled 0-1056 gemm 1057-");
+    assert_string_equal(chain_a, "tiled 0-1 gemm 2-");
     assert_string_equal(chain_k, "tiled 0-1 gemm 2-");
     free(chain_a);
     free(chain_k);
@@ -486,14 +485,15 @@ static void test_gemm_over_mma(void **state) {
       {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "gemm 9-", true},
       {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2",
-       "grid_b64 9-64 tiled8c8 65-112 tiled 113-1056 gemm 1057-", false},
-      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+       "grid_b64 9-64 tiled8c8 65-112 gemm 113-", false},
+      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm 65-", true},
+      {256, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma16 113-2112 gemm 2113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
       {32, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
       {1024, 1024, FLOWGEN_PRECISION_TF32, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
-      {1024, 512, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
+      {1024, 512, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm 65-", true},
       {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-", false},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm=100:", "tiled8c8 9-99 gemm 100-", false},
   };
