@@ -216,9 +216,12 @@ local function fp32_batches(ctx, chain, c)
   local wide = c.gemm and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, spec))
   -- at least one variant that is not a grid before it (the fallback where
   -- the grid cannot be resident); then from the first batch the grids and
-  -- the split leave (tf32x3 on mma.sync 1.5x to 6x faster than the tiled
-  -- kernels from B=113 at H >= 1024: docs/performance.md)
-  local stop = wide and (chain.plain and chain.next or chain.next + 1)
+  -- the split leave on wgmma, and on mma.sync at H >= 1024 (tf32x3 1.5x
+  -- to 6x faster than the tiled kernels from B=113 there; at H=512 1.1x to
+  -- 1.6x slower to B=512: docs/performance.md), else from the batch after
+  -- the 8-row kernel's last
+  local stop = wide and math.max(chain.plain and chain.next or chain.next + 1,
+                                 (wide.gemm_wgmma or spec.hidden >= 1024) and 0 or 8 * sms + 1)
   local function below(v, last)
     if stop and chain.next >= stop then return end
     if stop and (not last or last >= stop) then last = stop - 1 end

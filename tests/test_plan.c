@@ -283,9 +283,14 @@ static void test_only_and_skip(void **state) {
                                    "cluster4_r6 121-180 cluster4_r8 181-480 wgmma64 481-8448 wgmma 8449-");
   expect_chain(&bf16, "skip=wgmma64:wgmma", "cluster4_r1 0-30 rmma 31-2112 mma 2113-");
   flowgen_spec large = spec_of(128, 512, FLOWGEN_PRECISION_FP32, 90, false);
-  expect_chain(&large, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 gemm 113-4224 mma 4225-");
+  expect_chain(&large, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 tiled8 113-1056 "
+                             "gemm 1057-4224 mma 4225-");
   expect_chain(&large, "skip=mma16:mma,tiled.blocks=4", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c4 65-224 "
-                                                         "gemm 225-");
+                                                         "tiled8 225-1056 gemm 1057-");
+  /* at H >= 1024 gemm from the split's last batch + 1 */
+  flowgen_spec wide = spec_of(256, 1024, FLOWGEN_PRECISION_FP32, 90, false);
+  expect_chain(&wide, NULL, "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8c8 65-112 gemm 113-");
+  expect_chain(&wide, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-65 gemm 66-");
 }
 
 /* NAME=FROM:TO: the variants of NAME (a strategy, or a module such as
@@ -343,7 +348,7 @@ static void test_dials(void **state) {
   assert_int_equal(v->grid_blocks_per_sm, 2);
   assert_int_equal(v->rows_per_block, 32);
   flowgen_kernel_free(k);
-  expect_chain(&large, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-65 gemm 66-4224 mma 4225-");
+  expect_chain(&large, "tiled.blocks=1", "grid_b1 0-1 grid_b8 2-8 grid_b64 9-64 tiled8 65-1056 gemm 1057-4224 mma 4225-");
   flowgen_spec ws = spec_of(64, 256, FLOWGEN_PRECISION_TF32, 90, true);
   k = plan_of(&ws, "wgstream.blocks=1,wgstream.n=32");
   v = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
