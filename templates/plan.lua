@@ -315,9 +315,18 @@ return function(spec)
     end
   end
   launch.describe(variants)
-  -- the scratch area of the persistent grids (planned or not: kept so)
+  -- the scratch area of the persistent grids (planned or not: kept so);
+  -- gemm's arrays after the grid variants' (whole 128-byte lines on):
+  -- their words would otherwise find gemm's activations where they wait
+  -- for an epoch, which a pair of 16-bit values can match
   local scratch = c.grid and S.grid.scratch_activations(ctx, S.grid.ROWS, spec.dim, spec.hidden, false) or 0
-  if c.gemm then scratch = math.max(scratch, S.gemm.scratch(ctx, c.kind)) end
+  if c.gemm then
+    local at = lib.round_up(scratch, 32)
+    for _, v in ipairs(variants) do
+      if v.module == "gemm" then v.scratch_data = v.scratch_data + at end
+    end
+    scratch = at + S.gemm.scratch(ctx, c.kind)
+  end
   local segments, floats = params.layout(spec, copies(ctx, c, variants, scratch), #solver.c)
   for _, v in ipairs(variants) do v.params_bytes = 4 * floats end
   return {

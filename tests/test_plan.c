@@ -562,6 +562,31 @@ static void test_grid_resident(void **state) {
   expect_refused(&spec, "grid.resident=1", "grid.resident");
 }
 
+/* The grid variants' words and gemm's arrays never share the scratch
+ * area (a word waiting for an epoch would take a pair of gemm's 16-bit
+ * activations that matches it): gemm's start after the words, on a
+ * 128-byte line (D=256, H=2048, Euler: 64 rows of h1 and h2, H words
+ * each, and of the state, D words); the grids clear their words where
+ * the epochs would wrap. */
+static void test_grid_words_apart_from_gemm(void **state) {
+  (void)state;
+  flowgen_spec spec = spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, true);
+  flowgen_kernel *k = plan_of(&spec, NULL);
+  const char *src = flowgen_kernel_source(k);
+  const char *grid = strstr(src, "strategy \"grid_b1\""), *gemm = strstr(src, "strategy \"gemm\"");
+  assert_non_null(grid);
+  assert_non_null(gemm);
+  const char *at = strstr(grid, "constexpr int kScratchData = ");
+  assert_true(at && at < gemm);
+  assert_int_equal(atol(at + strlen("constexpr int kScratchData = ")), 4);
+  at = strstr(gemm, "constexpr int kScratchData = ");
+  assert_non_null(at);
+  const long words = 64L * (2 * 2 * 2048 + 2 * 256); /* floats */
+  assert_int_equal(atol(at + strlen("constexpr int kScratchData = ")), 4 + (words + 31) / 32 * 32);
+  assert_non_null(strstr(grid, "if (ep >= 0x80000000u) {"));
+  flowgen_kernel_free(k);
+}
+
 /* Every mistake is refused, naming what is wrong: an unknown (or retired)
  * key, dial or
  * strategy, a value out of its set, a malformed entry, a range that leaves
@@ -912,6 +937,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_on_wgmma),
       cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_grid_resident),
+      cmocka_unit_test(test_grid_words_apart_from_gemm),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_cond_bias_plain_loads),
       cmocka_unit_test(test_no_timing_hooks),
