@@ -562,6 +562,39 @@ static void test_grid_resident(void **state) {
   expect_refused(&spec, "grid.resident=1", "grid.resident");
 }
 
+/* Occurrences of needle in the source of variant `strategy` (from its
+ * header to the next variant's). */
+static int count_in_variant(const flowgen_kernel *k, const char *strategy, const char *needle) {
+  char head[96];
+  snprintf(head, sizeof head, "// ---- strategy \"%s\"", strategy);
+  const char *at = strstr(flowgen_kernel_source(k), head);
+  assert_non_null(at);
+  const char *end = strstr(at + 1, "// ---- strategy \"");
+  int n = 0;
+  for (at = strstr(at, needle); at && (!end || at < end); at = strstr(at + 1, needle)) ++n;
+  return n;
+}
+
+/* The grid variants hand the activations on in words, one grid barrier a
+ * launch (its end) and none between the layers; guidance keeps a barrier
+ * after each layer and no words (its blend reads other blocks' rows). */
+static void test_grid_words_not_barriers(void **state) {
+  (void)state;
+  flowgen_spec spec = spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, false);
+  flowgen_kernel *k = plan_of(&spec, "only=grid:tiled8:tiled");
+  assert_int_equal(count_in_variant(k, "grid_b8", "grid_sync(arrived);"), 1);
+  assert_true(count_in_variant(k, "grid_b8", "put_ll(") >= 4);
+  flowgen_kernel_free(k);
+  flowgen_spec guided = spec_of(64, 2048, FLOWGEN_PRECISION_FP32, 90, false);
+  assert_int_equal(flowgen_spec_set(&guided, "cond", "10", NULL), FLOWGEN_OK);
+  assert_int_equal(flowgen_spec_set(&guided, "guidance", "1", NULL), FLOWGEN_OK);
+  k = plan_of(&guided, "only=grid:tiled8:tiled");
+  /* three layers and the blend, Euler; the barrier after x's copy */
+  assert_int_equal(count_in_variant(k, "grid_b8", "grid_sync(arrived);"), 5);
+  assert_int_equal(count_in_variant(k, "grid_b8", "put_ll("), 0);
+  flowgen_kernel_free(k);
+}
+
 /* The grid variants' words and gemm's arrays never share the scratch
  * area (a word waiting for an epoch would take a pair of gemm's 16-bit
  * activations that matches it): gemm's start after the words, on a
@@ -938,6 +971,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_over_mma),
       cmocka_unit_test(test_grid_resident),
       cmocka_unit_test(test_grid_words_apart_from_gemm),
+      cmocka_unit_test(test_grid_words_not_barriers),
       cmocka_unit_test(test_overrides_refused),
       cmocka_unit_test(test_cond_bias_plain_loads),
       cmocka_unit_test(test_no_timing_hooks),
