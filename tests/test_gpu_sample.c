@@ -1365,6 +1365,25 @@ static void test_family_matches_reference(void **state) {
     }
 }
 
+/* A family member (D, H, S=3, precision, up to `n` fields: name and
+ * value, a null name ending them early) with random weights, sampled by a
+ * runtime of its own under `tune`: the spec, *rt, *w and the sampler. */
+static flowrt_sampler *member_sampler(int dim, int hidden, flowgen_precision precision, const char *const (*fields)[2],
+                                      int n, const char *tune, uint64_t seed, flowgen_spec *spec,
+                                      flowrt_runtime **rt, flowrt_weights **w) {
+  flowgen_error err;
+  flowrt_options opts = {.disk_cache = 0, .tune = tune};
+  if (flowrt_open(&opts, rt, &err)) fail_msg("flowrt_open: %s", err.message);
+  *spec = make_spec(dim, hidden, 3);
+  spec->precision = precision;
+  for (int k = 0; k < n && fields[k][0]; ++k)
+    assert_int_equal(flowgen_spec_set(spec, fields[k][0], fields[k][1], NULL), FLOWGEN_OK);
+  *w = fg_test_random_model(spec, seed, 1.0f);
+  flowrt_sampler *s = NULL;
+  if (flowrt_sampler_create(*rt, spec, *w, &s, &err)) fail_msg("%s", err.message);
+  return s;
+}
+
 /* gemm on each precision's own operands (only=tiled:gemm) for members of
  * the family where the mma kernel does not fit: a guided conditional
  * member of 4 layers with GELU (bf16: on wgmma on sm_90a, and again on
@@ -1390,17 +1409,10 @@ static void test_gemm_family(void **state) {
   uint64_t seed = fg_test_seed();
   for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {
     flowrt_runtime *rt = NULL;
-    flowgen_error err;
-    flowrt_options opts = {.disk_cache = 0, .tune = members[m].tune};
-    if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
-    flowgen_spec spec = make_spec(64, 2048, 3);
-    spec.precision = members[m].precision;
-    for (int k = 0; k < 4 && members[m].fields[k][0]; ++k)
-      assert_int_equal(flowgen_spec_set(&spec, members[m].fields[k][0], members[m].fields[k][1], NULL),
-                       FLOWGEN_OK);
-    flowrt_weights *w = fg_test_random_model(&spec, seed + 41 * m, 1.0f);
-    flowrt_sampler *s = NULL;
-    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    flowrt_weights *w = NULL;
+    flowgen_spec spec;
+    flowrt_sampler *s = member_sampler(64, 2048, members[m].precision, members[m].fields, 4, members[m].tune,
+                                       seed + 41 * m, &spec, &rt, &w);
     const int64_t batches[] = {1057, 2100};
     for (int b = 0; b < 2; ++b) {
       assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, "gemm");
@@ -1441,17 +1453,10 @@ static void test_grid_family(void **state) {
   uint64_t seed = fg_test_seed();
   for (size_t m = 0; m < sizeof members / sizeof *members; ++m) {
     flowrt_runtime *rt = NULL;
-    flowgen_error err;
-    flowrt_options opts = {.disk_cache = 0, .tune = "only=grid:tiled8:tiled"};
-    if (flowrt_open(&opts, &rt, &err)) fail_msg("flowrt_open: %s", err.message);
-    flowgen_spec spec = make_spec(members[m].dim, members[m].hidden, 3);
-    spec.precision = members[m].precision;
-    for (int k = 0; k < 5 && members[m].fields[k][0]; ++k)
-      assert_int_equal(flowgen_spec_set(&spec, members[m].fields[k][0], members[m].fields[k][1], NULL),
-                       FLOWGEN_OK);
-    flowrt_weights *w = fg_test_random_model(&spec, seed + 43 * m, 1.0f);
-    flowrt_sampler *s = NULL;
-    if (flowrt_sampler_create(rt, &spec, w, &s, &err)) fail_msg("%s", err.message);
+    flowrt_weights *w = NULL;
+    flowgen_spec spec;
+    flowrt_sampler *s = member_sampler(members[m].dim, members[m].hidden, members[m].precision, members[m].fields, 5,
+                                       "only=grid:tiled8:tiled", seed + 43 * m, &spec, &rt, &w);
     for (int round = 0; round < 2; ++round) {
       for (int b = 0; b < 3; ++b) {
         assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, grids[b]);
