@@ -13,9 +13,9 @@
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
 --                                           gemm (then mma)
 --   tf32       cluster, rmma (clusters)     mma16, wgstream | mma,
---                                           gemm (H >= 1024, sm_90a)
+--                                           gemm (H >= 512, sm_90a)
 --   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,
---                                           gemm (H >= 1024, sm_90a)
+--                                           gemm (H >= 512, sm_90a)
 --
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
@@ -101,9 +101,9 @@ local function choose(ctx)
   c.gemm = c.kind and wide and may("gemm", "gemm") and S.gemm.variant(ctx, c.kind, {}) ~= nil
   if c.kind and not c.gemm and not c.fits then c.kind = nil end
   -- tf32, bf16 and fp16 where gemm is on wgmma (sm_90a) and H >= 512:
-  -- gemm in place of the mma kernel even where that fits (bf16 1.2x to 3x
-  -- faster from B=1024 at H=512, tf32 3x to 6x at H=1024:
-  -- docs/performance.md), or where only= names it
+  -- gemm in place of the mma kernel even where that fits (tf32 and bf16
+  -- 1.2x to 3x faster from B=2113 at H=512, tf32 3x to 6x from B=113 at
+  -- H=1024: docs/performance.md), or where only= names it
   c.gemm_over_mma = (c.kind == "bf16" or c.kind == "fp16" or c.kind == "tf32") and c.fits
       and (spec.hidden >= 512 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
