@@ -28,9 +28,21 @@ M.dials = {
   per_sm = {1, 2},       -- blocks a SM (2: mma.sync, tiles of up to 64 rows, within 128 registers)
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
   chunk = {32, 64},      -- inputs a pipeline stage
+  -- wgmma: the most parts a tile's inputs are split into where the tiles
+  -- are fewer than the SMs (1: none), and what finishing a split costs a
+  -- part, in chunks of products (gemm.cut, product)
+  split = {1, 2, 4, 8, 16, 32},
+  split_cost = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32},
 }
 
+-- A split tile (wgmma: 64 rows x up to 128 outputs): its parts' sums, a
+-- slot of the scratch area each (floats).
+local SPLIT_TILE = 64 * 128
+
 local STAGES, THREADS = 4, 256
+-- finishing a split tile (its sums out, every part's in), in chunks of
+-- products a part
+local SPLIT_COST = 12
 
 -- The model family: every member (any L, activation, time, conditioning,
 -- guidance).
@@ -163,6 +175,12 @@ function M.variant(ctx, kind, weights)
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
     weights = wg and mma.tiles(spec) or weights,
+    -- wgmma's split tiles: the most parts, their cost, a slot of partial
+    -- sums a block
+    gemm_split = wg and M.split(ctx) or 1,
+    gemm_split_cost = wg and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,
+    split_slots = wg and ctx.device.sms or nil,
+    split_tile = SPLIT_TILE,
     -- wgmma's activations in the operands' kind (2 or 4 bytes): rows of h
     -- and of layer 1's input (x, or a later stage's input), in elements
     act_bytes = wg and w_bytes or nil,
@@ -170,6 +188,9 @@ function M.variant(ctx, kind, weights)
     xact_stride = wg and strides_act(spec, kind) or nil,
   })
 end
+
+-- The most parts a tile's inputs are split into (wgmma, gemm.split).
+function M.split(ctx) return ctx.tune:dial(M.name, "split", 32) end
 
 -- Floats of its activations in the scratch area, on operands of `kind`
 -- (mma.lua's).  On wgmma: the state and the sums (fp32) and, in the
@@ -181,7 +202,11 @@ function M.scratch(ctx, kind)
     local xa, ha = strides_act(spec, kind)
     local es = kind == "tf32" and 4 or 2  -- bytes an element
     local multi = #ctx.solver.c > 1
-    return rows * ((lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (multi and 2 or 1) * x_stride)
+    local floats = rows * ((lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (multi and 2 or 1) * x_stride)
+    -- the split tiles' partial sums, a slot a block (one block a SM), and
+    -- a count of parts a tile (at 32 floats: grid.cut aligns them)
+    if M.split(ctx) > 1 then floats = floats + 32 + ctx.device.sms * (SPLIT_TILE + 1) end
+    return floats
   end
   return grid.scratch_activations(ctx, rows, x_stride, lib.round_up(spec.hidden, 4), true)
 end

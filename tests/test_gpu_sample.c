@@ -646,7 +646,7 @@ static void test_wgmma_layout_probe(void **state) {
   "  using namespace flowgen::probe::gemm;\n"                                                               \
   "  extern __shared__ __align__(16) float smem[];\n"                                                       \
   "  pipeline_start(smem);\n"                                                                              \
-  "  layer<64, 256, 2, " N ">(a, 64, w, rows, smem, [=](int r, int j, float acc) { d[r * 256 + j] = acc; });\n" \
+  "  layer<64, 256, 2, " N ">(a, 64, w, rows, smem, nullptr, [=](int r, int j, float acc) { d[r * 256 + j] = acc; }, 1);\n" \
   "}\n"
 #define GEMM_WGMMA_PROBE(A_TYPE) GEMM_WGMMA_PROBE_N(A_TYPE, "", "256") GEMM_WGMMA_PROBE_N(A_TYPE, "_n128", "128")
 static const char gemm_wgmma_probe[] = GEMM_WGMMA_PROBE("unsigned short");
@@ -1428,6 +1428,41 @@ static void test_gemm_family(void **state) {
   }
 }
 
+/* gemm's split tiles (on wgmma: bf16, fp16, tf32 on sm_90a): the inputs of
+ * each tile of 64 rows cut into up to 32 parts where the tiles are fewer
+ * than the SMs, their partial sums added up by the parts together.  Split
+ * wherever they can be (gemm.split_cost=0) from batch 1 (1, 5, 65 and 66:
+ * one and two rows of tiles; 1001: too many tiles to split), every solver
+ * among the shapes (the last layer's stage sums), then a guided member
+ * (its two rows a sample) at B = 1 and 33, several launches on one scratch
+ * area (the parts' counts go on from layer to layer). */
+static void test_gemm_split(void **state) {
+  FG_SKIP_WITHOUT_GPU();
+  (void)state;
+  skip_unless_sm90();
+  static const char *const gemm[] = {"gemm"};
+  static const char *const tune = "only=tiled:gemm,gemm=1:,gemm.split_cost=0";
+  check_variants_within(tune, gemm, 1, gemm_half, 2, 2e-2);
+  static const variant_shape tf32[] = {{64, 2048, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN}};
+  check_variants_within(tune, gemm, 1, tf32, 1, 2e-4);
+  static const char *const fields[4][2] = {{"cond", "40"}, {"guidance", "1"}, {"layers", "4"}, {"act", "gelu"}};
+  uint64_t seed = fg_test_seed();
+  flowrt_runtime *rt = NULL;
+  flowrt_weights *w = NULL;
+  flowgen_spec spec;
+  flowrt_sampler *s = member_sampler(64, 2048, FLOWGEN_PRECISION_BF16, fields, 4, tune, seed, &spec, &rt, &w);
+  const int64_t batches[] = {1, 33, 1};
+  for (int b = 0; b < 3; ++b) {
+    assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, "gemm");
+    double e = check_family(s, &spec, w, batches[b], 32, 3.0f, b == 1, seed + b);
+    printf("# gemm split family bf16 B=%lld relerr=%.3e\n", (long long)batches[b], e);
+    assert_true(e <= 2e-2);
+  }
+  flowrt_sampler_destroy(s);
+  flowrt_weights_free(w);
+  flowrt_close(rt);
+}
+
 /* The grid variants over the model family: the activations handed on in
  * words of a value and an epoch (conditioning, sin time, 2 and 5 layers,
  * multi-stage solvers), and with guidance through grid barriers (its
@@ -1599,6 +1634,7 @@ int main(void) {
       cmocka_unit_test(test_grid_family),
       cmocka_unit_test(test_gemm_wgmma),
       cmocka_unit_test(test_gemm_over_mma),
+      cmocka_unit_test(test_gemm_split),
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_solvers_match_reference),
       cmocka_unit_test(test_precisions_match_reference),

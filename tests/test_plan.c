@@ -400,7 +400,12 @@ static void test_gemm_on_wgmma(void **state) {
     /* the weights in blocks of 64 inputs x 128 outputs; tiles of 128 or 256
      * outputs, chosen a layer by the work they leave each block */
     assert_non_null(strstr(src, "in gemm's stage tiles: [16][32] blocks of 64 x 128"));
-    assert_non_null(strstr(src, "block_work<OUT>(rows, MT, kNarrow)"));
+    assert_non_null(strstr(src, "block_work<OUT>(rows, MT, kNarrow, kChunks)"));
+    /* the smallest tiles' inputs split where they leave SMs idle, up to 32
+     * parts, their partial sums after the activations in the scratch area */
+    assert_non_null(strstr(src, "constexpr int kSplitMax = 32;"));
+    assert_non_null(strstr(src, "finish_split<OUT, kN>(parts, tile, part, split,"));
+    assert_non_null(strstr(src, "product<2048, 2048, 4>(at_act(params, kH1), kHStride, w2, rows, smem, at(params, kSplitSums),"));
     assert_non_null(strstr(src, "p, 1, 1, 0, 1;"));
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
@@ -425,6 +430,18 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_kernel *k = plan_of(&bf16, "only=tiled:gemm,gemm.rows=64");
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
+  flowgen_kernel_free(k);
+  /* gemm.split=1: no tile split, no partial sums in the scratch area */
+  k = plan_of(&bf16, "only=tiled:gemm,gemm.split=1");
+  const flowgen_variant *unsplit = flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1);
+  assert_null(strstr(flowgen_kernel_source(k), "finish_split"));
+  assert_non_null(strstr(flowgen_kernel_source(k), ", smem, nullptr,"));
+  flowgen_kernel *split = plan_of(&bf16, "only=tiled:gemm");
+  /* 132 SMs' slots of 64 x 128 partial sums and a count each, and 32 floats to align them */
+  assert_int_equal(flowgen_kernel_variant(split, flowgen_kernel_variant_count(split) - 1)->params_bytes -
+                       unsplit->params_bytes,
+                   4 * (32 + 132 * (64 * 128 + 1)));
+  flowgen_kernel_free(split);
   flowgen_kernel_free(k);
   /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
    * right after the 8-row kernel's split as bf16 */
@@ -458,8 +475,8 @@ static void test_gemm_on_wgmma(void **state) {
       {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least"},
       {"only=tiled:gemm,gemm.chunk=32",
        "tune: gemm.chunk=32 on wgmma (bf16 on sm_90a): its stages are the arrays' blocks of 64 inputs"},
-      {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
-      {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows)"},
+      {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
+      {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
 }
