@@ -22,8 +22,8 @@
 -- weights take 128 KB or more; where a precision's matrix-unit kernel does
 -- not fit, the tiled kernels, then gemm on the precision's operands (on
 -- sm_90a in tf32, bf16 and fp16: gemm right after the grids, the split
--- their fallback alone; in bf16 and fp16 from batch 9 where the weights
--- take 16 MB or more).  The batch ranges are each strategy's (its
+-- their fallback alone; from batch 9 where the weights take 16 MB or
+-- more).  The batch ranges are each strategy's (its
 -- `last`): where it was measured faster than what follows on an H200 or
 -- an H100.
 
@@ -42,10 +42,11 @@ end
 local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
--- (fp32 bytes) bf16 and fp16 on wgmma: gemm from batch 9, in place of
--- grid_b64 and the tiled split, where the weights take this much (with
--- less, grid_b64 was faster; grid_b8 is faster up to 8 samples:
--- docs/performance.md, "Wide models")
+-- (fp32 bytes) tf32, bf16 and fp16 on wgmma: gemm from batch 9 (its
+-- tiles' inputs split over the SMs), in place of grid_b64 and the tiled
+-- split, where the weights take this much (with less, grid_b64 was
+-- faster; grid_b8 is faster up to 8 samples: docs/performance.md, "Wide
+-- models")
 local GEMM_SMALL_WEIGHTS = 16 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
@@ -108,7 +109,7 @@ local function choose(ctx)
       and (spec.hidden >= 512 or t:forces("gemm", "gemm")) and may("gemm", "gemm") and S.gemm.on_wgmma(ctx, c.kind)
   c.grid = t:allows_any("grid") and (ctx.weights >= LARGE_WEIGHTS or t:forces_any("grid")) and S.grid.applies(ctx)
   -- gemm from batch 9, after grid_b1 and grid_b8 (no grid_b64)
-  c.gemm_early = (c.kind == "bf16" or c.kind == "fp16") and (c.gemm or c.gemm_over_mma)
+  c.gemm_early = (c.kind == "bf16" or c.kind == "fp16" or c.kind == "tf32") and (c.gemm or c.gemm_over_mma)
       and ctx.weights >= GEMM_SMALL_WEIGHTS and S.gemm.on_wgmma(ctx, c.kind)
   c.wgmma = serves.wgmma and t:allows_any("wgmma") and S.wgmma.applies(ctx)
   if spec.precision == "fp32" then
