@@ -68,25 +68,43 @@ local function variant(ctx, rows, max_batch, w16)
   local max_cols = 0
   for _, l in ipairs(layers) do max_cols = math.max(max_cols, l.tile_cols) end
   local limit = ctx.device.shared_per_block
-  local chunk = math.min(1024, lib.round_up(math.max(D, H), 4))
-  local function bytes() return 4 * (rows * (chunk + 4) + threads // 32 * rows * max_cols) end
-  while chunk > 128 and bytes() > limit do chunk = chunk // 2 end
-  local shared = bytes()
-  if shared > limit then return nil end
   -- Resident weights: a block's first tile of a layer (tile n goes to
   -- block n % gridDim.x: outputs (n % col_tiles) COLS on) is the same at
-  -- every step, so its weights stay in shared memory, after the partial
-  -- sums: layer by layer, while they fit (3% to 17% faster than from L2 at
-  -- S=16, even at S=4: docs/performance.md).
-  local at = shared // 4
-  for _, l in ipairs(layers) do
-    local floats = l.inputs * l.tile_cols
-    if 4 * (at + floats) <= limit then
-      l.cache = at
-      at = at + floats
+  -- every step, so its weights stay in shared memory, after the staging
+  -- and the partial sums: layer by layer, while they fit (3% to 17%
+  -- faster than from L2 at S=16, even at S=4: docs/performance.md).
+  -- The offsets of the copies after `at` floats and the floats they take.
+  local function copies(at)
+    local offsets, kept = {}, 0
+    for i, l in ipairs(layers) do
+      local floats = l.inputs * l.tile_cols
+      if 4 * (at + floats) <= limit then
+        offsets[i], at, kept = at, at + floats, kept + floats
+      end
     end
+    return offsets, kept, at
   end
-  shared = 4 * at
+  -- The inputs staged at a time: a layer's whole input where that keeps
+  -- as many weights resident as 1024 inputs do (one pass of polls a layer,
+  -- not one a chunk: grid_b1 1.06x-1.16x faster at H >= 2048), else 1024
+  -- (halved while the staging does not fit).
+  local function bytes(chunk) return 4 * (rows * (chunk + 4) + threads // 32 * rows * max_cols) end
+  local widest = 0
+  for _, l in ipairs(layers) do widest = math.max(widest, l.inputs) end
+  local chunk = math.min(1024, lib.round_up(widest, 4))
+  while chunk > 128 and bytes(chunk) > limit do chunk = chunk // 2 end
+  if bytes(chunk) > limit then return nil end
+  -- (the staging's loads in flight take two registers a row and a load:
+  -- 16 loads at most, as 8 rows of 1024 inputs; more spilled at D=17,
+  -- H=4095)
+  local whole = lib.round_up(widest, 4)
+  if whole > chunk and bytes(whole) <= limit and rows * ((whole + threads - 1) // threads) <= 16
+      and select(2, copies(bytes(whole) // 4)) >= select(2, copies(bytes(chunk) // 4)) then
+    chunk = whole
+  end
+  local offsets, _, at = copies(bytes(chunk) // 4)
+  for i, l in ipairs(layers) do l.cache = offsets[i] end
+  local shared = 4 * at
   return lib.variant(spec, {module = M.name, name = "grid_b" .. max_batch, template = M.template,
                             reads = w16 and {"mma", "grid"} or {"grid"}},
                      {threads = threads, rows = rows, blocks = 1, shared = shared, per_sm = 1}, {
