@@ -23,7 +23,12 @@ local mma = import("mma")
 
 local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
-M.names = {"gemm"}
+M.names = {"gemm", "gemm_b256"}
+-- gemm_b256: gemm's small batches on wgmma, up to this many, a kernel of
+-- its own whose tiles' inputs may split (with the splits' code in the
+-- same kernel, the large batches' ran 1.12x slower at D=256, H=2048,
+-- B=4096, where no tile split)
+M.SPLIT_LAST = 256
 M.dials = {
   per_sm = {1, 2},       -- blocks a SM (2: mma.sync, tiles of up to 64 rows, within 128 registers)
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
@@ -75,8 +80,9 @@ end
 
 -- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
 -- `weights` (segments), else nil (before sm_80, or where its stages do not
--- fit shared memory).
-function M.variant(ctx, kind, weights)
+-- fit shared memory); with `split_last`, gemm_b<split_last> (its tiles
+-- split: on wgmma only, and gemm.split not 1).
+function M.variant(ctx, kind, weights, split_last)
   local spec = ctx.spec
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
@@ -87,6 +93,7 @@ function M.variant(ctx, kind, weights)
   -- loads, else 4) and weights (16-bit or fp32)
   local half = kind == "bf16" or kind == "fp16"
   local wg = M.on_wgmma(ctx, kind)
+  if split_last and not (wg and M.split(ctx) > 1) then return nil end
   -- outputs a tile: mma.sync's 128; wgmma's 256 at most (a warpgroup's
   -- 64 x 256 accumulators in 128-row tiles: a quarter less operand
   -- traffic than 128 x 128)
@@ -162,7 +169,8 @@ function M.variant(ctx, kind, weights)
     shared = shared + 8 * stages + 8  -- and the block's count of chunks staged
   end
   if shared > limit then return nil end
-  return lib.variant(spec, {module = M.name, name = "gemm", template = M.template, reads = {"mma", "grid"}},
+  return lib.variant(spec, {module = M.name, name = split_last and "gemm_b" .. split_last or "gemm",
+                            template = M.template, reads = {"mma", "grid"}},
                      {threads = THREADS, rows = 32 * tallest, blocks = 1, shared = shared, per_sm = blocks}, {
     gemm = true,
     gemm_kind = kind,
@@ -175,9 +183,9 @@ function M.variant(ctx, kind, weights)
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
     weights = wg and mma.tiles(spec) or weights,
-    -- wgmma's split tiles: the most parts, their cost, a slot of partial
-    -- sums a block
-    gemm_split = wg and M.split(ctx) or 1,
+    -- gemm_b256's split tiles: the most parts, their cost, a slot of
+    -- partial sums a block
+    gemm_split = split_last and M.split(ctx) or 1,
     gemm_split_cost = wg and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,
     split_slots = wg and ctx.device.sms or nil,
     split_tile = SPLIT_TILE,

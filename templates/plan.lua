@@ -172,6 +172,23 @@ local function small_batches(ctx, chain, c)
   end
 end
 
+-- gemm (wide) from the chain's next batch to `last` (nil: no end); on
+-- wgmma its small batches' variant first (gemm_b256, its tiles' inputs
+-- split over the SMs where they are fewer: 1.1x to 2.6x faster at B=16 to
+-- 256, H >= 2048: docs/performance.md).
+local function take_gemm(ctx, chain, c, wide, last)
+  local split_last = S.gemm.SPLIT_LAST
+  -- (not where gemm=FROM:TO places gemm)
+  local small = wide.gemm_wgmma and chain.next <= split_last and not ctx.tune.ranges.gemm
+      and ctx.tune:allows("gemm", "gemm_b" .. split_last)
+      and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec), split_last)
+  if small then
+    chain:take(small, last and math.min(last, split_last) or split_last)
+    if last and chain.next > last then return end
+  end
+  chain:take(wide, last)
+end
+
 -- Large batches, tf32, bf16 and fp16: mma16 while its blocks fill the GPU
 -- once (wgmma64 in its place with wgmma: 64 samples a block spread over
 -- every SM), then the streamed or resident warpgroup kernel, else mma.
@@ -197,7 +214,7 @@ local function matrix_batches(ctx, chain, c)
     -- variant that is not a grid before it (the fallback) where none is yet
     local from = ctx.spec.hidden >= 512 and chain.next or many.rows_per_block * sms + 1
     if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
-    chain:take(wide)
+    take_gemm(ctx, chain, c, wide)
     return true
   end
   if last then chain:take(last) end
@@ -241,7 +258,7 @@ local function fp32_batches(ctx, chain, c)
   elseif tiled then
     below(many)
   end
-  if wide then chain:take(wide, resume and resume - 1) end
+  if wide then take_gemm(ctx, chain, c, wide, resume and resume - 1) end
   if resume then chain:take(x3) end
 end
 

@@ -1757,7 +1757,13 @@ static void test_fallback_alone_serves_a_refused_grid(void **state) {
   const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH);
   assert_true(grid->cooperative);
   assert_ptr_equal(flowgen_kernel_variant(k, grid->fallback), fallback);
-  assert_string_equal(flowgen_kernel_pick(k, 65)->strategy, "gemm");
+  /* gemm_b256 and gemm, persistent grids too, fall back on it as well */
+  const flowgen_variant *small = flowgen_kernel_pick(k, 65), *gemm = flowgen_kernel_pick(k, 257);
+  assert_string_equal(small->strategy, "gemm_b256");
+  assert_string_equal(gemm->strategy, "gemm");
+  assert_true(small->cooperative && gemm->cooperative);
+  assert_ptr_equal(flowgen_kernel_variant(k, small->fallback), fallback);
+  assert_ptr_equal(flowgen_kernel_variant(k, gemm->fallback), fallback);
   /* batch 0: nothing launched */
   int calls = g.calls[FN_cuLaunchKernelEx];
   assert_int_equal(flowrt_sample_host(sc.s, sc.x0, sc.x, 0, &err), FLOWGEN_OK);
