@@ -50,7 +50,7 @@
 #   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
 #              mma kernel does not fit; bf16 and fp16 on wgmma):
 #              compute-sanitizer over its build/sanitize cases, on wgmma
-#              and on mma.sync (gemm.per_sm=2), and gemm_b256's split
+#              and on mma.sync (gemm.per_sm=2), and gemm_b1024's split
 #              tiles (from batch 2, gemm.split_cost=0), then the tiled
 #              kernel, gemm
 #              on mma.sync and gemm, the same points interleaved
@@ -293,8 +293,8 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
       done
     done
     # its split tiles, wherever they can be (from batch 2)
-    sanitize_cases gemm-split "gemm split 64,2048" --tune only=tiled:gemm_b256:gemm,gemm.split_cost=0 \
-      --only gemm_b256 --shape 64,2048
+    sanitize_cases gemm-split "gemm split 64,2048" --tune only=tiled:gemm_b1024:gemm,gemm.split_cost=0 \
+      --only gemm_b1024 --shape 64,2048
     shapes=${GEMM_SHAPES:-"256,2048,16;1024,1024,16;1024,4096,16;32,4096,4"}
     batches=${GEMM_BATCHES:-1057,4096,65536}
     for round in 1 2; do

@@ -23,12 +23,13 @@ local mma = import("mma")
 
 local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
-M.names = {"gemm", "gemm_b256"}
--- gemm_b256: gemm's small batches on wgmma, up to this many, a kernel of
--- its own whose tiles' inputs may split (with the splits' code in the
--- same kernel, the large batches' ran 1.12x slower at D=256, H=2048,
--- B=4096, where no tile split)
-M.SPLIT_LAST = 256
+M.names = {"gemm", "gemm_b1024"}
+-- gemm_b1024: gemm's batches on wgmma up to this many, a kernel of its
+-- own whose tiles' inputs may split (with the splits' code in gemm's
+-- kernel, its large batches ran 1.16x slower at D=256, H=2048, bf16,
+-- B=4096, where no tile split; to B=1024 the splits were as fast or
+-- faster: docs/performance.md)
+M.SPLIT_LAST = 1024
 M.dials = {
   per_sm = {1, 2},       -- blocks a SM (2: mma.sync, tiles of up to 64 rows, within 128 registers)
   rows = {32, 64, 128},  -- the tallest tile (128 on sm_90 with one block a SM)
@@ -183,7 +184,7 @@ function M.variant(ctx, kind, weights, split_last)
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
     weights = wg and mma.tiles(spec) or weights,
-    -- gemm_b256's split tiles: the most parts, their cost, a slot of
+    -- gemm_b1024's split tiles: the most parts, their cost, a slot of
     -- partial sums a block
     gemm_split = split_last and M.split(ctx) or 1,
     gemm_split_cost = wg and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,

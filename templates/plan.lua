@@ -173,9 +173,9 @@ local function small_batches(ctx, chain, c)
 end
 
 -- gemm (wide) from the chain's next batch to `last` (nil: no end); on
--- wgmma its small batches' variant first (gemm_b256, its tiles' inputs
--- split over the SMs where they are fewer: 1.1x to 2.6x faster at B=16 to
--- 256, H >= 2048: docs/performance.md).
+-- wgmma its batches to 1024 first (gemm_b1024, its tiles' inputs split
+-- over the SMs where they are fewer: 1.1x to 2.6x faster at B=16 to 256,
+-- H >= 2048, and as fast or faster at B=1024: docs/performance.md).
 local function take_gemm(ctx, chain, c, wide, last)
   local split_last = S.gemm.SPLIT_LAST
   -- (not where gemm=FROM:TO places gemm)

@@ -1757,9 +1757,9 @@ static void test_fallback_alone_serves_a_refused_grid(void **state) {
   const flowgen_variant *grid = flowgen_kernel_pick(k, HOST_BATCH);
   assert_true(grid->cooperative);
   assert_ptr_equal(flowgen_kernel_variant(k, grid->fallback), fallback);
-  /* gemm_b256 and gemm, persistent grids too, fall back on it as well */
-  const flowgen_variant *small = flowgen_kernel_pick(k, 65), *gemm = flowgen_kernel_pick(k, 257);
-  assert_string_equal(small->strategy, "gemm_b256");
+  /* gemm_b1024 and gemm, persistent grids too, fall back on it as well */
+  const flowgen_variant *small = flowgen_kernel_pick(k, 65), *gemm = flowgen_kernel_pick(k, 1025);
+  assert_string_equal(small->strategy, "gemm_b1024");
   assert_string_equal(gemm->strategy, "gemm");
   assert_true(small->cooperative && gemm->cooperative);
   assert_ptr_equal(flowgen_kernel_variant(k, small->fallback), fallback);

@@ -1428,11 +1428,12 @@ static void test_gemm_family(void **state) {
   }
 }
 
-/* gemm_b256's split tiles (gemm's small batches on wgmma: bf16, fp16, tf32
+/* gemm_b1024's split tiles (gemm's small batches on wgmma: bf16, fp16, tf32
  * on sm_90a): the inputs of each tile of 64 rows cut into up to 32 parts
  * where the tiles are fewer than the SMs, their partial sums added up by
  * the parts together.  Split wherever they can be (gemm.split_cost=0) from
- * its first batch (2, 7, 66 and 67: one and two rows of tiles; 256),
+ * its first batch (2, 7, 66 and 67: one and two rows of tiles; 1002 and
+ * 1024, where the last layer's few tiles split),
  * every solver among the shapes (the last layer's stage sums), then a
  * guided member (its two rows a sample) at B = 2 and 33, several launches
  * on one scratch area (the parts' counts go on from layer to layer). */
@@ -1440,8 +1441,8 @@ static void test_gemm_split(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;
   skip_unless_sm90();
-  static const char *const gemm[] = {"gemm_b256"};
-  static const char *const tune = "only=tiled:gemm_b256:gemm,gemm.split_cost=0";
+  static const char *const gemm[] = {"gemm_b1024"};
+  static const char *const tune = "only=tiled:gemm_b1024:gemm,gemm.split_cost=0";
   check_variants_within(tune, gemm, 1, gemm_half, 2, 2e-2);
   static const variant_shape tf32[] = {{64, 2048, 3, FLOWGEN_PRECISION_TF32, FLOWGEN_SOLVER_HEUN}};
   check_variants_within(tune, gemm, 1, tf32, 1, 2e-4);
@@ -1453,7 +1454,7 @@ static void test_gemm_split(void **state) {
   flowrt_sampler *s = member_sampler(64, 2048, FLOWGEN_PRECISION_BF16, fields, 4, tune, seed, &spec, &rt, &w);
   const int64_t batches[] = {2, 33, 2};
   for (int b = 0; b < 3; ++b) {
-    assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, "gemm_b256");
+    assert_string_equal(flowgen_kernel_pick(flowrt_sampler_kernel(s), batches[b])->strategy, "gemm_b1024");
     double e = check_family(s, &spec, w, batches[b], 32, 3.0f, b == 1, seed + b);
     printf("# gemm split family bf16 B=%lld relerr=%.3e\n", (long long)batches[b], e);
     assert_true(e <= 2e-2);

@@ -428,12 +428,12 @@ static void test_gemm_on_wgmma(void **state) {
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
-  /* gemm_b256 before gemm (small batches, the smallest tiles' inputs split
+  /* gemm_b1024 before gemm (small batches, the smallest tiles' inputs split
    * where they leave SMs idle, up to 32 parts, their partial sums after the
    * activations in the scratch area); gemm's products split nothing */
   flowgen_kernel *split = plan_of(&bf16, NULL);
   char *chain_split = chain_of(split);
-  assert_non_null(strstr(chain_split, "gemm_b256 9-256 gemm 257-"));
+  assert_non_null(strstr(chain_split, "gemm_b1024 9-1024 gemm 1025-"));
   free(chain_split);
   const char *split_src = flowgen_kernel_source(split);
   assert_non_null(strstr(split_src, "constexpr int kSplitMax = 32;"));
@@ -442,7 +442,7 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(split_src, "product<2048, 2048, 4>(at_act(params, kH1), kHStride, w2, rows, smem, nullptr,"));
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, split);"));
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, 1);"));
-  /* gemm.split=1: no gemm_b256, no partial sums in the scratch area: 132
+  /* gemm.split=1: no gemm_b1024, no partial sums in the scratch area: 132
    * SMs' slots of 64 x 128 and a count each, and 32 floats to align them */
   k = plan_of(&bf16, "gemm.split=1");
   char *chain_unsplit = chain_of(k);
@@ -459,7 +459,7 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
   k = plan_of(&tf32, NULL);
   char *chain = chain_of(k);
-  assert_non_null(strstr(chain, "grid_b8 2-8 gemm_b256 9-256 gemm 257-"));
+  assert_non_null(strstr(chain, "grid_b8 2-8 gemm_b1024 9-1024 gemm 1025-"));
   free(chain);
   const char *src = flowgen_kernel_source(k);
   assert_non_null(strstr(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "));
@@ -510,23 +510,23 @@ static void test_gemm_over_mma(void **state) {
     const char *tune, *chain;
     bool fallback; /* the split the grids' fallback alone */
   } cases[] = {
-      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
-      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
-      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
-      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
-      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "gemm_b256 9-256 gemm 257-", true},
-      {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "gemm_b256 9-256 gemm 257-", true},
-      {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "gemm_b256 9-256 gemm 257-", true},
+      {1024, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
+      {1024, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
+      {256, 1024, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
+      {32, 1024, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
+      {256, 2048, FLOWGEN_PRECISION_BF16, true, NULL, "gemm_b1024 9-1024 gemm 1025-", true},
+      {1024, 4096, FLOWGEN_PRECISION_FP16, true, NULL, "gemm_b1024 9-1024 gemm 1025-", true},
+      {256, 2048, FLOWGEN_PRECISION_TF32, true, NULL, "gemm_b1024 9-1024 gemm 1025-", true},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2",
        "grid_b64 9-64 tiled8c8 65-112 gemm 113-", false},
-      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
+      {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
       {256, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma16 113-2112 gemm 2113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
-      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
-      {32, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
+      {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
+      {32, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
       {1024, 1024, FLOWGEN_PRECISION_TF32, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
-      {1024, 512, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b256 65-256 gemm 257-", true},
+      {1024, 512, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
       {256, 1024, FLOWGEN_PRECISION_BF16, true, "gemm=1000:", "grid_b64 9-64 tiled8c8 65-999 gemm 1000-", false},
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm=100:", "tiled8c8 9-99 gemm 100-", false},
   };
