@@ -203,8 +203,9 @@ function M.split(ctx) return ctx.tune:dial(M.name, "split", 32) end
 
 -- Floats of its activations in the scratch area, on operands of `kind`
 -- (mma.lua's).  On wgmma: the state and the sums (fp32) and, in the
--- operands' kind, h (two buffers) and layer 1's input.
-function M.scratch(ctx, kind)
+-- operands' kind, h (two buffers) and layer 1's input; with `split` (the
+-- plan has gemm_b1024), the split tiles' partial sums too.
+function M.scratch(ctx, kind, split)
   local spec = ctx.spec
   local rows, x_stride = M.rows(spec), lib.round_up(spec.dim, 4)
   if M.on_wgmma(ctx, kind) then
@@ -214,7 +215,7 @@ function M.scratch(ctx, kind)
     local floats = rows * ((lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (multi and 2 or 1) * x_stride)
     -- the split tiles' partial sums, a slot a block (one block a SM), and
     -- a count of parts a tile (at 32 floats: grid.cut aligns them)
-    if M.split(ctx) > 1 then floats = floats + 32 + ctx.device.sms * (SPLIT_TILE + 1) end
+    if split then floats = floats + 32 + ctx.device.sms * (SPLIT_TILE + 1) end
     return floats
   end
   return grid.scratch_activations(ctx, rows, x_stride, lib.round_up(spec.hidden, 4), true)

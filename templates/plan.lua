@@ -13,9 +13,9 @@
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
 --                                           gemm (then mma)
 --   tf32       cluster, rmma (clusters)     mma16, wgstream | mma,
---                                           gemm (H >= 512, sm_90a)
+--                                           gemm_b1024, gemm (H >= 512, sm_90a)
 --   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,
---                                           gemm (H >= 512, sm_90a)
+--                                           gemm_b1024, gemm (H >= 512, sm_90a)
 --
 -- and where the weights take 512 KB or more, in every precision: grid
 -- first (up to 64 samples), then the tiled kernel's cluster split where the
@@ -23,9 +23,9 @@
 -- not fit, the tiled kernels, then gemm on the precision's operands (on
 -- sm_90a in tf32, bf16 and fp16: gemm right after the grids, the split
 -- their fallback alone; from batch 9 where the weights take 16 MB or
--- more).  The batch ranges are each strategy's (its
--- `last`): where it was measured faster than what follows on an H200 or
--- an H100.
+-- more; to batch 1024 gemm_b1024, whose tiles may split).  The batch
+-- ranges are each strategy's (its `last`): where it was measured faster
+-- than what follows on an H200 or an H100.
 
 local lib = import("lib")
 local device = import("device")
@@ -339,11 +339,12 @@ return function(spec)
   -- for an epoch, which a pair of 16-bit values can match
   local scratch = c.grid and S.grid.scratch_activations(ctx, S.grid.ROWS, spec.dim, spec.hidden, false) or 0
   if c.gemm then
-    local at = lib.round_up(scratch, 32)
+    local at, split = lib.round_up(scratch, 32), false
     for _, v in ipairs(variants) do
       if v.module == "gemm" then v.scratch_data = v.scratch_data + at end
+      split = split or (v.gemm_split or 1) > 1
     end
-    scratch = at + S.gemm.scratch(ctx, c.kind)
+    scratch = at + S.gemm.scratch(ctx, c.kind, split)
   end
   local segments, floats = params.layout(spec, copies(ctx, c, variants, scratch), #solver.c)
   for _, v in ipairs(variants) do v.params_bytes = 4 * floats end

@@ -454,6 +454,18 @@ static void test_gemm_on_wgmma(void **state) {
                    4 * (32 + 132 * (64 * 128 + 1)));
   flowgen_kernel_free(split);
   flowgen_kernel_free(k);
+  /* a plan whose gemm starts after 1024 (H=512: from 2113) has no
+   * gemm_b1024 and no room for its partial sums */
+  flowgen_spec narrow = spec_of(256, 512, FLOWGEN_PRECISION_BF16, 90, true);
+  split = plan_of(&narrow, NULL);
+  k = plan_of(&narrow, "gemm.split=1");
+  chain_split = chain_of(split);
+  assert_non_null(strstr(chain_split, "mma16 113-2112 gemm 2113-"));
+  free(chain_split);
+  assert_null(strstr(flowgen_kernel_source(split), "kSplitSums"));
+  assert_int_equal(flowgen_kernel_variant(split, 0)->params_bytes, flowgen_kernel_variant(k, 0)->params_bytes);
+  flowgen_kernel_free(split);
+  flowgen_kernel_free(k);
   /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
    * from batch 9 as bf16 (16 MB of weights and more) */
   flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
