@@ -187,9 +187,9 @@ function M.variant(ctx, kind, weights, split_last)
     -- gemm_b1024's split tiles: the most parts, their cost, a slot of
     -- partial sums a block
     gemm_split = split_last and M.split(ctx) or 1,
-    gemm_split_cost = wg and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,
-    split_slots = wg and ctx.device.sms or nil,
-    split_tile = SPLIT_TILE,
+    gemm_split_cost = split_last and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,
+    split_slots = split_last and ctx.device.sms or nil,
+    split_tile = split_last and SPLIT_TILE or nil,
     -- wgmma's activations in the operands' kind (2 or 4 bytes): rows of h
     -- and of layer 1's input (x, or a later stage's input), in elements
     act_bytes = wg and w_bytes or nil,

@@ -42,11 +42,10 @@ end
 local SPECIALIZED = {"cluster", "rmma", "rmma3", "wgmma", "wgstream"}
 
 local LARGE_WEIGHTS, SPLIT_WEIGHTS, WAVES_WEIGHTS = 512 * 1024, 128 * 1024, 256 * 1024
--- (fp32 bytes) tf32, bf16 and fp16 on wgmma: gemm from batch 9 (its
--- tiles' inputs split over the SMs), in place of grid_b64 and the tiled
--- split, where the weights take this much (with less, grid_b64 was
--- faster; grid_b8 is faster up to 8 samples: docs/performance.md, "Wide
--- models")
+-- (fp32 bytes) tf32, bf16 and fp16 on wgmma: gemm from batch 9
+-- (gemm_b1024 first), in place of grid_b64 and the tiled split, where the
+-- weights take this much (with less, grid_b64 was faster; grid_b8 is
+-- faster up to 8 samples: docs/performance.md, "Wide models")
 local GEMM_SMALL_WEIGHTS = 16 * 1024 * 1024
 
 -- The chain under construction: the variants so far and the first batch
@@ -174,8 +173,9 @@ end
 
 -- gemm (wide) from the chain's next batch to `last` (nil: no end); on
 -- wgmma its batches to 1024 first (gemm_b1024, its tiles' inputs split
--- over the SMs where they are fewer: 1.1x to 2.6x faster at B=16 to 256,
--- H >= 2048, and as fast or faster at B=1024: docs/performance.md).
+-- over the SMs where they are fewer: 1.04x to 2.1x faster than whole
+-- tiles at B=8 to 256, H >= 2048, as fast or faster at B=1024:
+-- docs/performance.md).
 local function take_gemm(ctx, chain, c, wide, last)
   local split_last = S.gemm.SPLIT_LAST
   -- (not where gemm=FROM:TO places gemm)

@@ -1433,10 +1433,10 @@ static void test_gemm_family(void **state) {
  * where the tiles are fewer than the SMs, their partial sums added up by
  * the parts together.  Split wherever they can be (gemm.split_cost=0) from
  * its first batch (2, 7, 66 and 67: one and two rows of tiles; 1002 and
- * 1024, where the last layer's few tiles split),
- * every solver among the shapes (the last layer's stage sums), then a
- * guided member (its two rows a sample) at B = 2 and 33, several launches
- * on one scratch area (the parts' counts go on from layer to layer). */
+ * 1024, where the last layer's few tiles split), every solver among the
+ * shapes (the last layer's stage sums), then a guided member (its two rows
+ * a sample) at B = 2 and 33, several launches on one scratch area (the
+ * parts' counts go on from layer to layer). */
 static void test_gemm_split(void **state) {
   FG_SKIP_WITHOUT_GPU();
   (void)state;

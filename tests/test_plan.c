@@ -364,6 +364,24 @@ static void test_dials(void **state) {
   flowgen_kernel_free(k);
 }
 
+/* spec's plan against its plan under gemm.split=1: the chains hold
+ * `chain` and `unsplit`, the second has no split tiles' code, and the
+ * first's params take `room` bytes more (the split tiles' partial sums),
+ * its source naming them where it does. */
+static void expect_split_room(const flowgen_spec *spec, const char *chain, const char *unsplit, size_t room) {
+  flowgen_kernel *k = plan_of(spec, NULL), *u = plan_of(spec, "gemm.split=1");
+  char *got = chain_of(k), *got_u = chain_of(u);
+  assert_non_null(strstr(got, chain));
+  assert_non_null(strstr(got_u, unsplit));
+  free(got);
+  free(got_u);
+  assert_null(strstr(flowgen_kernel_source(u), "finish_split"));
+  assert_int_equal(strstr(flowgen_kernel_source(k), "kSplitSums") != NULL, room > 0);
+  assert_int_equal(flowgen_kernel_variant(k, 0)->params_bytes - flowgen_kernel_variant(u, 0)->params_bytes, room);
+  flowgen_kernel_free(k);
+  flowgen_kernel_free(u);
+}
+
 /* bf16 and fp16 gemm on sm_90a take wgmma: m64n256k16 a warpgroup in
  * tiles of 128 rows x 256 outputs (m64n128k16 in 64-row ones, 64 at most
  * under gemm.rows=64), A and B from shared memory, A K-major and B N-major
@@ -430,11 +448,11 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_kernel_free(k);
   /* gemm_b1024 before gemm (small batches, the smallest tiles' inputs split
    * where they leave SMs idle, up to 32 parts, their partial sums after the
-   * activations in the scratch area); gemm's products split nothing */
+   * activations in the scratch area: 132 SMs' slots of 64 x 128 and a count
+   * each, and 32 floats to align them); gemm's products split nothing;
+   * gemm.split=1: no gemm_b1024, no partial sums */
+  expect_split_room(&bf16, "gemm_b1024 9-1024 gemm 1025-", "grid_b8 2-8 gemm 9-", 4 * (32 + 132 * (64 * 128 + 1)));
   flowgen_kernel *split = plan_of(&bf16, NULL);
-  char *chain_split = chain_of(split);
-  assert_non_null(strstr(chain_split, "gemm_b1024 9-1024 gemm 1025-"));
-  free(chain_split);
   const char *split_src = flowgen_kernel_source(split);
   assert_non_null(strstr(split_src, "constexpr int kSplitMax = 32;"));
   assert_non_null(strstr(split_src, "finish_split<OUT, kN>(parts, tile, part, split,"));
@@ -442,30 +460,11 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(split_src, "product<2048, 2048, 4>(at_act(params, kH1), kHStride, w2, rows, smem, nullptr,"));
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, split);"));
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, 1);"));
-  /* gemm.split=1: no gemm_b1024, no partial sums in the scratch area: 132
-   * SMs' slots of 64 x 128 and a count each, and 32 floats to align them */
-  k = plan_of(&bf16, "gemm.split=1");
-  char *chain_unsplit = chain_of(k);
-  assert_non_null(strstr(chain_unsplit, "grid_b8 2-8 gemm 9-"));
-  free(chain_unsplit);
-  assert_null(strstr(flowgen_kernel_source(k), "finish_split"));
-  assert_int_equal(flowgen_kernel_variant(split, flowgen_kernel_variant_count(split) - 1)->params_bytes -
-                       flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->params_bytes,
-                   4 * (32 + 132 * (64 * 128 + 1)));
   flowgen_kernel_free(split);
-  flowgen_kernel_free(k);
   /* a plan whose gemm starts after 1024 (H=512: from 2113) has no
    * gemm_b1024 and no room for its partial sums */
   flowgen_spec narrow = spec_of(256, 512, FLOWGEN_PRECISION_BF16, 90, true);
-  split = plan_of(&narrow, NULL);
-  k = plan_of(&narrow, "gemm.split=1");
-  chain_split = chain_of(split);
-  assert_non_null(strstr(chain_split, "mma16 113-2112 gemm 2113-"));
-  free(chain_split);
-  assert_null(strstr(flowgen_kernel_source(split), "kSplitSums"));
-  assert_int_equal(flowgen_kernel_variant(split, 0)->params_bytes, flowgen_kernel_variant(k, 0)->params_bytes);
-  flowgen_kernel_free(split);
-  flowgen_kernel_free(k);
+  expect_split_room(&narrow, "mma16 113-2112 gemm 2113-", "mma16 113-2112 gemm 2113-", 0);
   /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
    * from batch 9 as bf16 (16 MB of weights and more) */
   flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
