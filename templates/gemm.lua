@@ -39,6 +39,7 @@ M.dials = {
   -- part, in chunks of products (gemm.cut, product)
   split = {1, 2, 4, 8, 16, 32},
   split_cost = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32},
+  batch_rows = {1024, 2048, 4096, 8192, 16384, 32768},  -- the samples a chunk
 }
 
 -- A split tile (wgmma: 64 rows x up to 128 outputs): its parts' sums, a
@@ -54,9 +55,11 @@ local SPLIT_COST = 12
 -- guidance).
 function M.serves() return true end
 
-function M.rows(spec)
-  local h_stride = lib.round_up(spec.hidden, 4)
-  return math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
+-- The samples a chunk (gemm.batch_rows): the scratch area holds their
+-- state and activations, in L2 where they fit.
+function M.rows(ctx)
+  local h_stride = lib.round_up(ctx.spec.hidden, 4)
+  return ctx.tune:dial(M.name, "batch_rows", math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128)))
 end
 
 -- Whether the products are wgmma (bf16, fp16 or tf32 operands for sm_90a,
@@ -87,7 +90,7 @@ function M.variant(ctx, kind, weights, split_last)
   local spec = ctx.spec
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
-  local rows = M.rows(spec)
+  local rows = M.rows(ctx)
   local blocks = ctx.tune:dial(M.name, "per_sm", 1)
   local limit = (ctx.device.shared_per_block + 1024) // blocks - 1024
   -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
@@ -207,7 +210,7 @@ function M.split(ctx) return ctx.tune:dial(M.name, "split", 32) end
 -- plan has gemm_b1024), the split tiles' partial sums too.
 function M.scratch(ctx, kind, split)
   local spec = ctx.spec
-  local rows, x_stride = M.rows(spec), lib.round_up(spec.dim, 4)
+  local rows, x_stride = M.rows(ctx), lib.round_up(spec.dim, 4)
   if M.on_wgmma(ctx, kind) then
     local xa, ha = strides_act(spec, kind)
     local es = kind == "tf32" and 4 or 2  -- bytes an element

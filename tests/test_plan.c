@@ -465,6 +465,20 @@ static void test_gemm_on_wgmma(void **state) {
    * gemm_b1024 and no room for its partial sums */
   flowgen_spec narrow = spec_of(256, 512, FLOWGEN_PRECISION_BF16, 90, true);
   expect_split_room(&narrow, "mma16 113-2112 gemm 2113-", "mma16 113-2112 gemm 2113-", 0);
+  /* gemm.batch_rows: the samples a chunk (the scratch area holds their
+   * state and activations: at D=32, H=512 in bf16 h1 and h2 of 512 and
+   * layer 1's input of 64 in bf16, the state of 32 in fp32, 576 floats a
+   * sample) */
+  flowgen_spec rows = spec_of(32, 512, FLOWGEN_PRECISION_BF16, 90, true);
+  flowgen_kernel *r1 = plan_of(&rows, "gemm.batch_rows=1024"), *r2 = plan_of(&rows, "gemm.batch_rows=2048");
+  assert_non_null(strstr(flowgen_kernel_source(r2), "constexpr int kScratchRows = 2048;"));
+  assert_null(strstr(flowgen_kernel_source(r1), "constexpr int kScratchRows = 2048;"));
+  assert_int_equal(flowgen_kernel_variant(r2, 0)->params_bytes - flowgen_kernel_variant(r1, 0)->params_bytes,
+                   4 * 1024 * 576);
+  flowgen_kernel_free(r1);
+  flowgen_kernel_free(r2);
+  expect_refused(&rows, "gemm.batch_rows=3000",
+                 "tune: gemm.batch_rows=3000 is not one of 1024, 2048, 4096, 8192, 16384, 32768");
   /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
    * from batch 9 as bf16 (16 MB of weights and more) */
   flowgen_spec tf32 = spec_of(256, 2048, FLOWGEN_PRECISION_TF32, 90, true);
@@ -497,8 +511,10 @@ static void test_gemm_on_wgmma(void **state) {
       {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least"},
       {"only=tiled:gemm,gemm.chunk=32",
        "tune: gemm.chunk=32 on wgmma (bf16 on sm_90a): its stages are the arrays' blocks of 64 inputs"},
-      {"gemm.wgmma=1", "tune: unknown dial gemm.wgmma (known: gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
-      {"gemm.n=256", "tune: unknown dial gemm.n (known: gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
+      {"gemm.wgmma=1",
+       "tune: unknown dial gemm.wgmma (known: gemm.batch_rows, gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
+      {"gemm.n=256",
+       "tune: unknown dial gemm.n (known: gemm.batch_rows, gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
 }
