@@ -4,7 +4,7 @@
 -- precisions' where their mma kernel does not fit (plan.lua).  The grid
 -- strategy's persistent grid takes each layer in turn as a matrix product
 -- over a chunk of up to scratch_rows samples (state and activations in the
--- scratch area, about 32 MB of them, so they stay in L2), in output tiles
+-- scratch area: M.rows), in output tiles
 -- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
 -- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
@@ -55,13 +55,6 @@ local SPLIT_COST = 12
 -- guidance).
 function M.serves() return true end
 
--- The samples a chunk (gemm.batch_rows): the scratch area holds their
--- state and activations, in L2 where they fit.
-function M.rows(ctx)
-  local h_stride = lib.round_up(ctx.spec.hidden, 4)
-  return ctx.tune:dial(M.name, "batch_rows", math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128)))
-end
-
 -- Whether the products are wgmma (bf16, fp16 or tf32 operands for sm_90a,
 -- one block a SM): then the activations in the scratch area are kept in
 -- the operands' kind, laid out as the pipeline stages' images.
@@ -82,6 +75,33 @@ local function strides_act(spec, kind)
   return lib.round_up(spec.dim, ci), lib.round_up(spec.hidden, ci)
 end
 
+-- Floats a sample takes in the scratch area on wgmma: h (two buffers) and
+-- layer 1's input in the operands' kind, the state (and a multi-stage
+-- solver's stage sums) in fp32.
+local function wg_row_floats(ctx, kind)
+  local spec = ctx.spec
+  local xa, ha = strides_act(spec, kind)
+  local es = kind == "tf32" and 4 or 2  -- bytes an element
+  return (lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (#ctx.solver.c > 1 and 2 or 1) * lib.round_up(spec.dim, 4)
+end
+
+-- The samples a chunk (gemm.batch_rows): the scratch area holds their
+-- state and activations.  4096, fewer from H = 1024 (16 MB of fp32 a
+-- layer's outputs); on wgmma twice as many, while that keeps them within
+-- WG_SCRATCH bytes, up to WG_ROWS: more tiles between a layer's grid
+-- barriers (1.1x-1.6x faster at B >= 16384 in bf16 and tf32 on an H100,
+-- though they leave L2: docs/performance.md).
+local WG_ROWS, WG_SCRATCH = 16384, 256 * 1024 * 1024
+function M.rows(ctx, kind)
+  local h_stride = lib.round_up(ctx.spec.hidden, 4)
+  local rows = math.max(128, math.min(4096, (1 << 22) // h_stride // 128 * 128))
+  if M.on_wgmma(ctx, kind) then
+    local bytes = 4 * wg_row_floats(ctx, kind)
+    while 2 * rows <= WG_ROWS and 2 * rows * bytes <= WG_SCRATCH do rows = 2 * rows end
+  end
+  return ctx.tune:dial(M.name, "batch_rows", rows)
+end
+
 -- The variant of matrix-unit kind `kind` (mma.lua's) reading the weights
 -- `weights` (segments), else nil (before sm_80, or where its stages do not
 -- fit shared memory); with `split_last`, gemm_b<split_last> (its tiles
@@ -90,7 +110,7 @@ function M.variant(ctx, kind, weights, split_last)
   local spec = ctx.spec
   if spec.arch < 80 then return nil end
   local D, H = spec.dim, spec.hidden
-  local rows = M.rows(ctx)
+  local rows = M.rows(ctx, kind)
   local blocks = ctx.tune:dial(M.name, "per_sm", 1)
   local limit = (ctx.device.shared_per_block + 1024) // blocks - 1024
   -- a stage: inputs (fp32, rows padded: 8 floats for 16-bit fragments' float2
@@ -210,18 +230,15 @@ function M.split(ctx) return ctx.tune:dial(M.name, "split", 32) end
 -- plan has gemm_b1024), the split tiles' partial sums too.
 function M.scratch(ctx, kind, split)
   local spec = ctx.spec
-  local rows, x_stride = M.rows(ctx), lib.round_up(spec.dim, 4)
+  local rows = M.rows(ctx, kind)
   if M.on_wgmma(ctx, kind) then
-    local xa, ha = strides_act(spec, kind)
-    local es = kind == "tf32" and 4 or 2  -- bytes an element
-    local multi = #ctx.solver.c > 1
-    local floats = rows * ((lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (multi and 2 or 1) * x_stride)
+    local floats = rows * wg_row_floats(ctx, kind)
     -- the split tiles' partial sums, a slot a block (one block a SM), and
     -- a count of parts a tile (at 32 floats: grid.cut aligns them)
     if split then floats = floats + 32 + ctx.device.sms * (SPLIT_TILE + 1) end
     return floats
   end
-  return grid.scratch_activations(ctx, rows, x_stride, lib.round_up(spec.hidden, 4), true)
+  return grid.scratch_activations(ctx, rows, lib.round_up(spec.dim, 4), lib.round_up(spec.hidden, 4), true)
 end
 
 return M

@@ -433,9 +433,15 @@ static void test_gemm_on_wgmma(void **state) {
     assert_non_null(strstr(src, "constexpr int k_w2g = "));
     assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 128>(i - k_w2g,"));
     assert_null(strstr(src, "load_b<kBStride>"));
-    /* h1, h2 (2048 x 2048 x 2 bytes each), the state (2048 x 256 x 4), its
-     * 16-bit copy (2048 x 256 x 2): 20 MB of scratch in place of 37 */
-    assert_true(v->params_bytes < flowgen_kernel_variant(a, flowgen_kernel_variant_count(a) - 1)->params_bytes);
+    /* chunks of 16384 samples on wgmma (their activations within 256 MB),
+     * 2048 on mma.sync; at 2048 on both, wgmma's h1, h2 (2048 x 2048 x 2
+     * bytes each), the state (2048 x 256 x 4), its 16-bit copy (2048 x
+     * 256 x 2): 20 MB of scratch in place of 37 */
+    assert_non_null(strstr(src, "constexpr int kScratchRows = 16384;"));
+    assert_non_null(strstr(flowgen_kernel_source(a), "constexpr int kScratchRows = 2048;"));
+    flowgen_kernel *k2048 = plan_of(&spec, "only=tiled:gemm,gemm.batch_rows=2048");
+    assert_true(flowgen_kernel_variant(k2048, 0)->params_bytes < flowgen_kernel_variant(a, 0)->params_bytes);
+    flowgen_kernel_free(k2048);
     assert_null(strstr(flowgen_kernel_source(a), "wgmma.mma_async"));
     assert_non_null(strstr(flowgen_kernel_source(a), "constexpr int kBN = 128;  // outputs per tile"));
     flowgen_kernel_free(a);
