@@ -4,9 +4,9 @@
 -- precisions' where their mma kernel does not fit (plan.lua).  The grid
 -- strategy's persistent grid takes each layer in turn as a matrix product
 -- over a chunk of up to scratch_rows samples (state and activations in the
--- scratch area: M.rows), in output tiles
--- of 32 m_tiles rows x 128 columns, each through shared-memory stages of
--- 32 or 64 inputs (cp.async); the chunks run one after another.  It reads
+-- scratch area: M.rows), in output tiles of 32 m_tiles rows x 128
+-- columns, each through shared-memory stages of 32 or 64 inputs
+-- (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
 -- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
 -- 128 rows x 256 outputs (a layer of fewer: as few as hold them, from
@@ -89,7 +89,7 @@ end
 -- state and activations.  4096, fewer from H = 1024 (16 MB of fp32 a
 -- layer's outputs); on wgmma twice as many, while that keeps them within
 -- WG_SCRATCH bytes, up to WG_ROWS: more tiles between a layer's grid
--- barriers (1.1x-1.6x faster at B >= 16384 in bf16 and tf32 on an H100,
+-- barriers (1.04x-1.58x faster at B >= 16384 in bf16 and tf32 on an H100,
 -- though they leave L2: docs/performance.md).
 local WG_ROWS, WG_SCRATCH = 16384, 256 * 1024 * 1024
 function M.rows(ctx, kind)
