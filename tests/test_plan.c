@@ -483,6 +483,21 @@ static void test_gemm_on_wgmma(void **state) {
                    4 * 1024 * 576);
   flowgen_kernel_free(r1);
   flowgen_kernel_free(r2);
+  /* the default chunk: on wgmma doubled while its state and activations
+   * take 256 MB at most (D=1024, H=4096: 22528 bytes a sample in bf16,
+   * 40960 in tf32), up to 16384; fp32 (mma.sync) 2^22 / H */
+  static const struct {
+    flowgen_precision precision;
+    const char *rows;
+  } chunks[] = {{FLOWGEN_PRECISION_BF16, "constexpr int kScratchRows = 8192;"},
+                {FLOWGEN_PRECISION_TF32, "constexpr int kScratchRows = 4096;"},
+                {FLOWGEN_PRECISION_FP32, "constexpr int kScratchRows = 1024;"}};
+  for (size_t i = 0; i < COUNT(chunks); ++i) {
+    flowgen_spec wide = spec_of(1024, 4096, chunks[i].precision, 90, true);
+    flowgen_kernel *c = plan_of(&wide, NULL);
+    assert_non_null(strstr(flowgen_kernel_source(c), chunks[i].rows));
+    flowgen_kernel_free(c);
+  }
   expect_refused(&rows, "gemm.batch_rows=3000",
                  "tune: gemm.batch_rows=3000 is not one of 1024, 2048, 4096, 8192, 16384, 32768");
   /* tf32: k8 on 32 inputs a chunk, the weights K-major (no transpose),
