@@ -71,7 +71,10 @@
 #              python/flowgen/_fast.abi3.so, the launch calls without ctypes
 #              (stable ABI: it loads in any Python from 3.10), which
 #              travels beside build/ (git ignores it).
-# --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md).
+# --tune reaches bench and sanitize through BENCH_TUNE (docs/tuning.md);
+# BENCH_CACHE_DIR: sweep and compare read their kernels from this cache
+# folder (`flowgen cache warm --arch sm_90a ...` fills one on a machine
+# without a GPU), else they compile them.
 set -u
 dest=${OUT:-device-out}
 mkdir -p "$dest" && dest=$(cd "$dest" && pwd)
@@ -89,6 +92,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --fo
 cat "$out/gpu.txt"
 have_torch() { python3 -c 'import torch' 2>/dev/null; }
 tune=${BENCH_TUNE:+--tune $BENCH_TUNE}
+cachedir=${BENCH_CACHE_DIR:+--cache-dir $BENCH_CACHE_DIR}
 status=0
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 summary=""
@@ -196,7 +200,7 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
     for p in $(echo "$precisions" | tr , ' '); do
       ours="$ours $out/sweep-$p.json"
       # shellcheck disable=SC2086
-      build/bench $tune --quick --no-startup --no-baseline --precisions "$p" \
+      build/bench $tune $cachedir --quick --no-startup --no-baseline --precisions "$p" \
         --shapes "$shapes" --batches $batches --json "$out/sweep-$p.json" > "$out/sweep-$p.txt" || status=1
       if have_torch; then
         python3 bench/pytorch_baseline.py --quick --precision "$p" --shapes "$shapes" \
@@ -235,8 +239,8 @@ json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours ||
       for who in before after; do
         prog=build/bench
         [ $who = before ] && prog=$BEFORE
-        # shellcheck disable=SC2086 # $tune: empty or one option
-        "$prog" $tune --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
+        # shellcheck disable=SC2086 # $tune, $cachedir: empty or one option
+        "$prog" $tune $cachedir --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
           --batches "$batches" --json "$out/compare-$who-$round.json" > "$out/compare-$who-$round.txt" 2>&1 \
           || { status=1; tail -n 5 "$out/compare-$who-$round.txt"; }
       done
