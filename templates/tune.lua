@@ -157,11 +157,11 @@ local function range_text(v)
       or string.format("%d to %d", v.min_batch, v.max_batch)
 end
 
--- NAME=FROM:TO over the planned variants (in batch order): the run of
--- NAME's variants takes [FROM, TO]; the others give it up (dropped where
--- nothing is left of theirs); a batch left to no variant goes to the one
--- beside it that is not NAME's.
-local function move(t, variants, name, from, to)
+-- NAME=FROM:TO over the planned variants (in batch order) that serve
+-- batches from `start`: the run of NAME's variants takes [FROM, TO]; the
+-- others give it up (dropped where nothing is left of theirs); a batch
+-- left to no variant goes to the one beside it that is not NAME's.
+local function move_over(t, variants, name, from, to, start)
   local first, last
   for i, v in ipairs(variants) do
     if matches(t, v, name) then
@@ -218,8 +218,22 @@ local function move(t, variants, name, from, to)
     refuse(string.format("tune: %s=%s:%s leaves the batches past %d to no variant", name, from or "",
                          to or "", kept[#kept].max_batch))
   end
-  kept[1].min_batch = 0
+  kept[1].min_batch = start
   for i = 1, #variants do variants[i] = kept[i] end
+end
+
+-- NAME=FROM:TO over the plan's variants.  The persistent grids' fallback
+-- at batch 0 (plan.lua, fallback_split) serves no batch of its own: it
+-- stays first, and the others move from batch 1.
+local function move(t, variants, name, from, to)
+  local head = variants[1]
+  if #variants < 2 or head.min_batch ~= 0 or head.max_batch ~= 0 or matches(t, head, name) then
+    return move_over(t, variants, name, from, to, 0)
+  end
+  local rest = {table.unpack(variants, 2)}
+  move_over(t, rest, name, from, to, 1)
+  for i = #variants, 2, -1 do variants[i] = nil end
+  for i, v in ipairs(rest) do variants[i + 1] = v end
 end
 
 -- The NAME=FROM:TO overrides, over the plan's variants (in batch order).

@@ -313,6 +313,14 @@ static void test_ranges(void **state) {
   expect_chain(&fp32, "rmma3_r16=:300,mma=5000:", "cluster4_r1 0-30 cluster4_r2 31-60 cluster4_r3 61-90 "
                                                   "cluster4_r4 91-120 cluster4_r6 121-180 cluster4_r8 181-240 "
                                                   "rmma3_r16 241-300 tiled 301-4999 mma 5000-");
+  /* the persistent grids' fallback at batch 0 stays where the others
+   * move (named, it moves as any other) */
+  flowgen_spec wide = spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, true);
+  expect_chain(&wide, NULL, "tiled8c8 0-0 grid_b1 1-1 grid_b8 2-8 gemm_b1024 9-1024 gemm 1025-");
+  expect_chain(&wide, "gemm_b1024=:4096", "tiled8c8 0-0 grid_b1 1-1 grid_b8 2-8 gemm_b1024 9-4096 gemm 4097-");
+  expect_chain(&wide, "grid_b8=2:16", "tiled8c8 0-0 grid_b1 1-1 grid_b8 2-16 gemm_b1024 17-1024 gemm 1025-");
+  expect_chain(&wide, "grid_b1=:4,gemm_b1024=:600", "tiled8c8 0-0 grid_b1 1-4 grid_b8 5-8 gemm_b1024 9-600 gemm 601-");
+  expect_chain(&wide, "tiled8c8=1:100", "tiled8c8 0-100 gemm_b1024 101-1024 gemm 1025-");
 }
 
 /* The dials a strategy module declares. */
