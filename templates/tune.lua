@@ -230,10 +230,9 @@ local function move(t, variants, name, from, to)
   if #variants < 2 or head.min_batch ~= 0 or head.max_batch ~= 0 or matches(t, head, name) then
     return move_over(t, variants, name, from, to, 0)
   end
-  local rest = {table.unpack(variants, 2)}
-  move_over(t, rest, name, from, to, 1)
-  for i = #variants, 2, -1 do variants[i] = nil end
-  for i, v in ipairs(rest) do variants[i + 1] = v end
+  table.remove(variants, 1)
+  move_over(t, variants, name, from, to, 1)
+  table.insert(variants, 1, head)
 end
 
 -- The NAME=FROM:TO overrides, over the plan's variants (in batch order).
