@@ -154,10 +154,19 @@ function M.variant(ctx, kind, weights, split_last)
     local slots = ctx.device.sms * blocks
     return (tiles + slots - 1) // slots * m
   end
+  -- wgmma's 64-row tiles, each warpgroup's products half a tile's outputs
+  -- wide, run slower than 128-row ones: their rows count 27/16 (as the
+  -- kernel's block_work counts its 64 x 128 tiles), so that odd widths
+  -- keep 128-row tiles (4% to 28% faster at H=1129 to 2792:
+  -- docs/performance.md)
+  local function cost(outputs, m)
+    local r = block_rows(outputs, m)
+    return (wg and m == 2 and max_mt == 4) and r * 27 / 16 or r
+  end
   local function layer(inputs, outputs)
     local m_tiles, m = max_mt, max_mt // 2
     while m >= min_mt do
-      if block_rows(outputs, m) < block_rows(outputs, m_tiles) then m_tiles = m end
+      if cost(outputs, m) < cost(outputs, m_tiles) then m_tiles = m end
       m = m // 2
     end
     return {inputs = inputs, outputs = outputs, m_tiles = m_tiles}

@@ -460,6 +460,15 @@ static void test_gemm_on_wgmma(void **state) {
   assert_int_equal(flowgen_kernel_variant(k, flowgen_kernel_variant_count(k) - 1)->rows_per_block, 64);
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2048, 2048, 2>("));
   flowgen_kernel_free(k);
+  /* wgmma's 64-row tiles count 27/16 of their rows: at D=157, H=2150
+   * (a chunk of 15360 samples) the hidden layer keeps 128-row tiles, 36
+   * rows a block against 34 by the bare count (then 64-row tiles ran at
+   * 266 TFLOP/s where H=2048's ran at 450) */
+  flowgen_spec odd = spec_of(157, 2150, FLOWGEN_PRECISION_BF16, 90, true);
+  k = plan_of(&odd, NULL);
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kScratchRows = 15360;"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "product<2150, 2150, 4>("));
+  flowgen_kernel_free(k);
   /* gemm_b1024 before gemm (small batches, the smallest tiles' inputs split
    * where they leave SMs idle, up to 32 parts, their partial sums after the
    * activations in the scratch area: 132 SMs' slots of 64 x 128 and a count
