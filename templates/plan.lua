@@ -172,41 +172,54 @@ local function small_batches(ctx, chain, c)
 end
 
 -- gemm (wide) from the chain's next batch to `last` (nil: no end); on
--- wgmma its batches to 1024 first (gemm_b1024, its tiles' inputs split
--- over the SMs where they are fewer: 1.04x to 2.1x faster than whole
--- tiles at B=8 to 256, H >= 2048, as fast or faster at B=1024:
--- docs/performance.md).
-local function take_gemm(ctx, chain, c, wide, last)
+-- wgmma its batches to `reach` (default 1024) first (gemm_b1024, its
+-- tiles' inputs split over the SMs where they are fewer: 1.04x to 2.1x
+-- faster than whole tiles at B=8 to 256, H >= 2048, as fast or faster at
+-- B=1024: docs/performance.md), then `between` (a variant) to its
+-- `between_last` where given.
+local function take_gemm(ctx, chain, c, wide, last, reach, between, between_last)
   local split_last = S.gemm.SPLIT_LAST
   -- (not where gemm=FROM:TO places gemm)
   local small = wide.gemm_wgmma and chain.next <= split_last and not ctx.tune.ranges.gemm
       and ctx.tune:allows("gemm", "gemm_b" .. split_last)
       and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec), split_last)
   if small then
-    chain:take(small, last and math.min(last, split_last) or split_last)
+    reach = reach or split_last
+    chain:take(small, last and math.min(last, reach) or reach)
     if last and chain.next > last then return end
   end
+  if between and between_last >= chain.next then chain:take(between, between_last) end
   chain:take(wide, last)
 end
 
 -- Large batches, tf32, bf16 and fp16: mma16 while its blocks fill the GPU
 -- once (wgmma64 in its place with wgmma: 64 samples a block spread over
 -- every SM), then the streamed or resident warpgroup kernel, else mma.
+-- Where gemm on wgmma follows (H >= 512 on sm_90a), its split tiles take
+-- mma16's first batches: in bf16 and fp16 to 1024 (1.07x to 1.19x faster
+-- than mma16 at B=256 to 1024; at 2048 as many shapes faster as slower,
+-- so mma16 keeps 1025 to 2112), in tf32 to 4096 and mma16 none (gemm 1.1x
+-- to 2.2x faster at B=256 to 2048, the split tiles 1.0x to 1.14x faster
+-- than gemm's at 2048 and 4096: docs/performance.md); unless only= names
+-- mma16.
+local TF32_SPLIT_REACH = 4096
 local function matrix_batches(ctx, chain, c)
   local sms, t = ctx.device.sms, ctx.tune
-  local few = t:allows("mma", "mma16") and S.mma.variant(ctx, c.kind, 16, "16")
   local many = S.mma.variant(ctx, c.kind, 64, "")
+  local few = t:allows("mma", "mma16") and S.mma.variant(ctx, c.kind, 16, "16")
+  if few and few.rows_per_block >= many.rows_per_block then few = nil end
   -- (wgmma64=FROM: mma16 serves the batches before it)
   local one_from = t.ranges.wgmma64 and t.ranges.wgmma64.from
   local one = c.wgmma and t:allows("wgmma", "wgmma64") and math.max(chain.next, one_from or 0)
   local few_last = few and (one and one - 1 or few.rows_per_block * sms)
-  if few and few.rows_per_block < many.rows_per_block and few_last >= chain.next then chain:take(few, few_last) end
-  if one then chain:take(S.wgmma.variant(ctx, 1), S.wgmma.rows * sms) end
   local last = c.ws and S.wgstream.variant(ctx, c.ws)
       or c.wgmma and t:allows("wgmma", "wgmma") and S.wgmma.variant(ctx, 2)
       or t:allows("mma", "mma") and many
   local wide = c.gemm_over_mma and (not last or last == many)
       and S.gemm.variant(ctx, c.kind, S.mma.weights(c.kind, ctx.spec))
+  local split_first = wide and wide.gemm_wgmma and few and not one and not t:forces("mma", "mma16")
+  if few and not split_first and few_last >= chain.next then chain:take(few, few_last) end
+  if one then chain:take(S.wgmma.variant(ctx, 1), S.wgmma.rows * sms) end
   if wide then
     -- at H >= 512 from the first batch the small ones leave (faster than
     -- mma at every batch measured: docs/performance.md); where only=
@@ -214,7 +227,13 @@ local function matrix_batches(ctx, chain, c)
     -- variant that is not a grid before it (the fallback) where none is yet
     local from = ctx.spec.hidden >= 512 and chain.next or many.rows_per_block * sms + 1
     if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
-    take_gemm(ctx, chain, c, wide)
+    if split_first and c.kind == "tf32" then
+      take_gemm(ctx, chain, c, wide, nil, TF32_SPLIT_REACH)
+    elseif split_first then
+      take_gemm(ctx, chain, c, wide, nil, nil, few, few_last)
+    else
+      take_gemm(ctx, chain, c, wide)
+    end
     return true
   end
   if last then chain:take(last) end

@@ -484,10 +484,14 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, split);"));
   assert_non_null(strstr(split_src, "layer<IN, OUT, MT, kN>(in, in_stride, w, rows, smem, parts, epilogue, 1);"));
   flowgen_kernel_free(split);
-  /* a plan whose gemm starts after 1024 (H=512: from 2113) has no
-   * gemm_b1024 and no room for its partial sums */
+  /* at H=512 in bf16 gemm_b1024 to 1024, then mma16 to 2112 (where
+   * gemm.split=1 leaves no gemm_b1024, the tiled split and mma16 before
+   * gemm); in tf32 gemm_b1024 to 4096 and no mma16 */
   flowgen_spec narrow = spec_of(256, 512, FLOWGEN_PRECISION_BF16, 90, true);
-  expect_split_room(&narrow, "mma16 113-2112 gemm 2113-", "mma16 113-2112 gemm 2113-", 0);
+  expect_split_room(&narrow, "gemm_b1024 65-1024 mma16 1025-2112 gemm 2113-", "tiled8c8 65-112 mma16 113-2112 gemm 2113-",
+                    4 * (32 + 132 * (64 * 128 + 1)));
+  flowgen_spec narrow32 = spec_of(256, 512, FLOWGEN_PRECISION_TF32, 90, true);
+  expect_split_room(&narrow32, "gemm_b1024 65-4096 gemm 4097-", "grid_b64 9-64 gemm 65-", 4 * (32 + 132 * (64 * 128 + 1)));
   /* gemm.batch_rows: the samples a chunk (the scratch area holds their
    * state and activations: at D=32, H=512 in bf16 h1 and h2 of 512 and
    * layer 1's input of 64 in bf16, the state of 32 in fp32, 576 floats a
@@ -562,9 +566,10 @@ static void test_gemm_on_wgmma(void **state) {
  * the grids' (from 9 with 16 MB of weights or more, fp32 bytes); the
  * tiled kernel's split before it serves none of its own, only the
  * persistent grids' where their cooperative launch is refused (first, at
- * batch 0).  mma stays at H = 512, without `a`, on mma.sync
- * (gemm.per_sm=2) and in tf32 where it fits; gemm=FROM leaves the split
- * its batches. */
+ * batch 0).  mma stays without `a` and on mma.sync (gemm.per_sm=2);
+ * where it fits, at H = 512 in bf16 and fp16 mma16 keeps B=1025 to 2112
+ * (none in tf32, whose gemm_b1024 goes to 4096), unless only= names it;
+ * gemm=FROM leaves the split its batches. */
 static void test_gemm_over_mma(void **state) {
   (void)state;
   static const char *const head = "grid_b1 0-1 grid_b8 2-8 ", *const fallback = "tiled8c8 0-0 grid_b1 1-1 grid_b8 2-8 ";
@@ -585,7 +590,11 @@ static void test_gemm_over_mma(void **state) {
       {256, 2048, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2",
        "grid_b64 9-64 tiled8c8 65-112 gemm 113-", false},
       {1024, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
-      {256, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 tiled8c8 65-112 mma16 113-2112 gemm 2113-", false},
+      {256, 512, FLOWGEN_PRECISION_BF16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 mma16 1025-2112 gemm 2113-", true},
+      {32, 512, FLOWGEN_PRECISION_FP16, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 mma16 1025-2112 gemm 2113-", true},
+      {66, 636, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b1024 65-4096 gemm 4097-", true},
+      {66, 636, FLOWGEN_PRECISION_TF32, true, "only=grid:tiled8c8:mma16:gemm",
+       "grid_b64 9-64 tiled8c8 65-112 mma16 113-2112 gemm 2113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, false, NULL, "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_BF16, true, "gemm.per_sm=2", "grid_b64 9-64 tiled8c8 65-112 mma 113-", false},
       {1024, 1024, FLOWGEN_PRECISION_TF32, true, NULL, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-", true},
