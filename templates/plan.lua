@@ -196,12 +196,11 @@ end
 -- once (wgmma64 in its place with wgmma: 64 samples a block spread over
 -- every SM), then the streamed or resident warpgroup kernel, else mma.
 -- Where gemm on wgmma follows (H >= 512 on sm_90a), its split tiles take
--- mma16's first batches: in bf16 and fp16 to 1024 (1.07x to 1.19x faster
--- than mma16 at B=256 to 1024; at 2048 as many shapes faster as slower,
--- so mma16 keeps 1025 to 2112), in tf32 to 4096 and mma16 none (gemm 1.1x
--- to 2.2x faster at B=256 to 2048, the split tiles 1.0x to 1.14x faster
--- than gemm's at 2048 and 4096: docs/performance.md); unless only= names
--- mma16.
+-- mma16's first batches: in bf16 and fp16 to 1024 (faster than mma16 at
+-- B=256 to 1024; at 2048 faster at some shapes, slower at others, so
+-- mma16 keeps 1025 to 2112), in tf32 to 4096 and mma16 none (faster than
+-- mma16 to 2048, than gemm's whole tiles at 2048 and 4096), unless only=
+-- names mma16 (docs/performance.md, "Boundaries").
 local TF32_SPLIT_REACH = 4096
 local function matrix_batches(ctx, chain, c)
   local sms, t = ctx.device.sms, ctx.tune
