@@ -24,11 +24,12 @@ local mma = import("mma")
 local M = {name = "gemm", template = "grid.cut"}  -- its products: gemm.cut
 
 M.names = {"gemm", "gemm_b1024"}
--- gemm_b1024: gemm's batches on wgmma up to this many, a kernel of its
--- own whose tiles' inputs may split (with the splits' code in gemm's
--- kernel, its large batches ran 1.16x slower at D=256, H=2048, bf16,
--- B=4096, where no tile split; to B=1024 the splits were as fast or
--- faster: docs/performance.md)
+-- gemm_b1024: gemm's batches on wgmma up to this many (tf32's to 4096
+-- where the mma kernel fits: plan.lua), a kernel of its own whose
+-- tiles' inputs may split (with the splits' code in gemm's kernel, its
+-- large batches ran 1.16x slower at D=256, H=2048, bf16, B=4096, where
+-- no tile split; to B=1024 the splits were as fast or faster:
+-- docs/performance.md)
 M.SPLIT_LAST = 1024
 M.dials = {
   per_sm = {1, 2},       -- blocks a SM (2: mma.sync, tiles of up to 64 rows, within 128 registers)
