@@ -226,13 +226,9 @@ local function matrix_batches(ctx, chain, c)
     -- variant that is not a grid before it (the fallback) where none is yet
     local from = ctx.spec.hidden >= 512 and chain.next or many.rows_per_block * sms + 1
     if last and (from > chain.next or not chain.plain) then chain:take(last, math.max(from, chain.next + 1) - 1) end
-    if split_first and c.kind == "tf32" then
-      take_gemm(ctx, chain, c, wide, nil, TF32_SPLIT_REACH)
-    elseif split_first then
-      take_gemm(ctx, chain, c, wide, nil, nil, few, few_last)
-    else
-      take_gemm(ctx, chain, c, wide)
-    end
+    local tf32 = c.kind == "tf32"
+    take_gemm(ctx, chain, c, wide, nil, split_first and tf32 and TF32_SPLIT_REACH or nil,
+              split_first and not tf32 and few or nil, few_last)
     return true
   end
   if last then chain:take(last) end
