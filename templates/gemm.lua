@@ -51,6 +51,12 @@ local STAGES, THREADS = 4, 256
 -- finishing a split tile (its sums out, every part's in), in chunks of
 -- products a part
 local SPLIT_COST = 12
+-- wgmma's 64-row tiles cut from a layer of 256-output tiles, each
+-- warpgroup's products half a tile's outputs wide, run slower than
+-- 128-row ones: their rows count NARROW_RATE / 16 (the planner's choice of
+-- tile height and the kernel's block_work both; 4% to 28% faster at
+-- H=1129 to 2792 than counting them 16 / 16: docs/performance.md)
+local NARROW_RATE = 27
 
 -- The model family: every member (any L, activation, time, conditioning,
 -- guidance).
@@ -155,14 +161,11 @@ function M.variant(ctx, kind, weights, split_last)
     local slots = ctx.device.sms * blocks
     return (tiles + slots - 1) // slots * m
   end
-  -- wgmma's 64-row tiles, each warpgroup's products half a tile's outputs
-  -- wide, run slower than 128-row ones: their rows count 27/16 (as the
-  -- kernel's block_work counts its 64 x 128 tiles), so that odd widths
-  -- keep 128-row tiles (4% to 28% faster at H=1129 to 2792:
-  -- docs/performance.md)
+  -- wgmma's 64-row tiles count NARROW_RATE / 16 of their rows, so that
+  -- odd widths keep 128-row tiles
   local function cost(outputs, m)
     local r = block_rows(outputs, m)
-    return (wg and m == 2 and max_mt == 4) and r * 27 / 16 or r
+    return (wg and m == 2 and max_mt == 4) and r * NARROW_RATE / 16 or r
   end
   local function layer(inputs, outputs)
     local m_tiles, m = max_mt, max_mt // 2
@@ -220,6 +223,7 @@ function M.variant(ctx, kind, weights, split_last)
     -- gemm_b1024's split tiles: the most parts, their cost, a slot of
     -- partial sums a block
     gemm_split = split_last and M.split(ctx) or 1,
+    gemm_narrow_rate = wg and NARROW_RATE or nil,
     gemm_split_cost = split_last and ctx.tune:dial(M.name, "split_cost", SPLIT_COST) or nil,
     split_slots = split_last and ctx.device.sms or nil,
     split_tile = split_last and SPLIT_TILE or nil,
