@@ -47,14 +47,13 @@
 #              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
 #              flowgen, if given) and build/flowgen, then `cache list`;
 #              then each variant of the default plan compiled alone, cold
-#   gemm       gemm on tf32, bf16 and fp16 operands (the plan where their
-#              mma kernel does not fit; bf16 and fp16 on wgmma):
+#   gemm       gemm on each precision's operands (fp32 as tf32x3; the
+#              plan where the mma kernel does not fit):
 #              compute-sanitizer over its build/sanitize cases, on wgmma
 #              and on mma.sync (gemm.per_sm=2), and gemm_b1024's split
 #              tiles (from batch 2, gemm.split_cost=0), then the tiled
-#              kernel, gemm
-#              on mma.sync and gemm, the same points interleaved
-#              (GEMM_SHAPES, GEMM_BATCHES)
+#              kernel, gemm on mma.sync and gemm, the same points
+#              interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   profile    Nsight Compute (ncu, clocks left alone) over one launch of
 #              the gemm variant (bf16 on wgmma; PROFILE_SHAPES, PROFILE_BATCH,
 #              PROFILE_TUNE): speed of light, memory and L2 traffic, warp
@@ -306,14 +305,14 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
         t=only=tiled
         [ $who = mma ] && t=only=tiled:gemm,gemm.per_sm=2
         [ $who = gemm ] && t=only=tiled:gemm
-        build/bench --quick --no-startup --no-baseline --tune $t --precisions tf32,bf16,fp16 \
+        build/bench --quick --no-startup --no-baseline --tune $t --precisions fp32,tf32,bf16,fp16 \
           --shapes "$shapes" --batches "$batches" --json "$out/gemm-$who-$round.json" \
           > "$out/gemm-$who-$round.txt" 2>&1 || { status=1; tail -n 5 "$out/gemm-$who-$round.txt"; }
       done
     done
     python3 bench/before_after.py "$out"/gemm-tiled-*.json -- "$out"/gemm-gemm-*.json \
       | tee "$out/gemm.txt" | tail -n 40
-    # bf16 and fp16: mma.sync against wgmma (two blocks a SM against one)
+    # mma.sync against wgmma (two blocks a SM against one)
     python3 bench/before_after.py "$out"/gemm-mma-*.json -- "$out"/gemm-gemm-*.json \
       | tee "$out/gemm-wgmma.txt" | tail -n 40 ;;
   python)

@@ -147,10 +147,12 @@ int main(int argc, char **argv) {
       {64, 128, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP32, 1e-5, 300, 0, "gelu", NULL, 2.0f},
       {16, 64, 2, FLOWGEN_SOLVER_RK4, FLOWGEN_PRECISION_FP32, 1e-5, 8, 0, "relu", NULL, 2.0f},
       /* gemm on each precision's own operands, where its mma kernel does
-       * not fit (--tune only=tiled:gemm --only gemm --shape 33,2048 or 64,2048) */
+       * not fit (--tune only=tiled:gemm --only gemm --shape 33,2048 or
+       * 64,2048; fp32 as tf32x3, with guidance) */
       {33, 2048, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_BF16, 2e-2},
       {33, 2048, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_TF32, 2e-4},
       {64, 2048, 2, FLOWGEN_SOLVER_EULER, FLOWGEN_PRECISION_FP16, 2e-2, 40, 0, NULL, NULL, 2.0f},
+      {33, 2048, 2, FLOWGEN_SOLVER_HEUN, FLOWGEN_PRECISION_FP32, 1e-6, 40, 0, NULL, NULL, 2.0f},
   };
   bool any = !shape_dim;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c)

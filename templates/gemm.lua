@@ -8,14 +8,18 @@
 -- columns, each through shared-memory stages of 32 or 64 inputs
 -- (cp.async); the chunks run one after another.  It reads
 -- the mma kernel's packed copies (mma.lua).  Its products are mma.sync,
--- but bf16, fp16 and tf32 on sm_90a (one block a SM) take wgmma: tiles of
--- 128 rows x 256 outputs (a layer of fewer: as few as hold them, from
--- 32), or smaller where that leaves the blocks less work (128 x 128 or
--- 64 x 128; a narrow layer's 64 rows high), both operands from shared
--- memory, a warpgroup's products asynchronous (m64n128 a block of 128
--- outputs), one chunk's in flight while the next is staged, the
--- activations kept in the scratch area in the operands' kind (faster than
--- mma.sync there: docs/performance.md).
+-- but on sm_90a (one block a SM) they take wgmma: tiles of 128 rows x 256
+-- outputs (a layer of fewer: as few as hold them, from 32), or smaller
+-- where that leaves the blocks less work (128 x 128 or 64 x 128; a narrow
+-- layer's 64 rows high), both operands from shared memory, a warpgroup's
+-- products asynchronous (m64n128 a block of 128 outputs), one chunk's in
+-- flight while the next is staged, the activations kept in the scratch
+-- area in the operands' kind (faster than mma.sync there:
+-- docs/performance.md).  tf32x3 (fp32) on wgmma: tiles of up to 128
+-- outputs (a stage holds the weights' high and low parts), the
+-- activations in fp32, split into their parts in registers, each chunk's
+-- three products a k-step summed apart and added into the tile's sums
+-- (the matrix units' sums truncate).
 
 local lib = import("lib")
 local grid = import("grid")
@@ -62,17 +66,19 @@ local NARROW_RATE = 27
 -- guidance).
 function M.serves() return true end
 
--- Whether the products are wgmma (bf16, fp16 or tf32 operands for sm_90a,
--- one block a SM): then the activations in the scratch area are kept in
--- the operands' kind, laid out as the pipeline stages' images.
+-- Whether the products are wgmma (bf16, fp16, tf32 or tf32x3 operands for
+-- sm_90a, one block a SM): then the activations in the scratch area are
+-- kept in the operands' kind (tf32x3: fp32), laid out as the pipeline
+-- stages' images.
 function M.on_wgmma(ctx, kind)
   local spec = ctx.spec
-  return (kind == "bf16" or kind == "fp16" or kind == "tf32") and spec.arch == 90 and spec.arch_specific
+  return (kind == "bf16" or kind == "fp16" or kind == "tf32" or kind == "tf32x3") and spec.arch == 90
+         and spec.arch_specific
          and ctx.tune:dial(M.name, "per_sm", 1) == 1 or false
 end
 
 -- wgmma's chunk: the inputs of 128 bytes of a row (64 in 16 bits, 32 in
--- tf32), a pipeline stage's.
+-- tf32 and fp32), a pipeline stage's.
 local function chunk_inputs(kind) return (kind == "bf16" or kind == "fp16") and 64 or 32 end
 
 -- The rows of wgmma's activations, in elements: whole chunks (the arrays
@@ -88,7 +94,7 @@ end
 local function wg_row_floats(ctx, kind)
   local spec = ctx.spec
   local xa, ha = strides_act(spec, kind)
-  local es = kind == "tf32" and 4 or 2  -- bytes an element
+  local es = (kind == "bf16" or kind == "fp16") and 2 or 4  -- bytes an element
   return (lib.hidden_rows(spec) * 2 * ha + xa) * es // 4 + (#ctx.solver.c > 1 and 2 or 1) * lib.round_up(spec.dim, 4)
 end
 
@@ -127,14 +133,16 @@ function M.variant(ctx, kind, weights, split_last)
   if split_last and not (wg and M.split(ctx) > 1) then return nil end
   -- outputs a tile: mma.sync's 128; wgmma's 256 at most (a warpgroup's
   -- 64 x 256 accumulators in 128-row tiles: a quarter less operand
-  -- traffic than 128 x 128)
-  local BN = wg and 256 or 128
+  -- traffic than 128 x 128), tf32x3's 128 (its weights' two parts: three
+  -- stages of 256 would not fit)
+  local x3 = kind == "tf32x3"
+  local BN = wg and not x3 and 256 or 128
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's core matrices (16-bit
   -- or tf32: 8 rows x 16 bytes)
   local function a_floats_of(mt, bk) return wg and 8 * mt * bk * w_bytes or 32 * mt * (bk + a_pad) end
-  -- wgmma's weights: 8 x 8 core matrices, no padding
-  local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 end
+  -- wgmma's weights: core matrices, no padding (tf32x3: two parts)
+  local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 * (wg and x3 and 2 or 1) end
   local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
@@ -144,7 +152,7 @@ function M.variant(ctx, kind, weights, split_last)
     refuse(string.format("tune: gemm.rows=%d with gemm.per_sm=%d: 64 rows at most", 32 * max_mt, blocks))
   end
   local min_mt = wg and 2 or 1
-  if max_mt < min_mt then refuse("tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least") end
+  if max_mt < min_mt then refuse("tune: gemm.rows=32 on wgmma (sm_90a): 64 rows at least") end
   -- A layer's tiles: of the heights 32 m (m = max_mt, max_mt / 2, ... 1;
   -- wgmma's down to 2: a warpgroup's products are 64 rows),
   -- the one that leaves each block the fewest rows over a full chunk (waves
@@ -154,7 +162,7 @@ function M.variant(ctx, kind, weights, split_last)
   -- or 128 outputs, by the work each tile leaves a block: gemm.cut,
   -- product).
   -- (wgmma's tiles of a layer with few outputs: as few as hold them)
-  local function tile_outputs(outputs) return wg and lib.wg_tile_outputs(outputs) or BN end
+  local function tile_outputs(outputs) return wg and math.min(lib.wg_tile_outputs(outputs), BN) or BN end
   local function block_rows(outputs, m)
     local bn = tile_outputs(outputs)
     local tiles = (rows + 32 * m - 1) // (32 * m) * ((outputs + bn - 1) // bn)
@@ -165,7 +173,7 @@ function M.variant(ctx, kind, weights, split_last)
   -- odd widths keep 128-row tiles
   local function cost(outputs, m)
     local r = block_rows(outputs, m)
-    return (wg and m == 2 and max_mt == 4) and r * NARROW_RATE / 16 or r
+    return (wg and BN == 256 and m == 2 and max_mt == 4) and r * NARROW_RATE / 16 or r
   end
   local function layer(inputs, outputs)
     local m_tiles, m = max_mt, max_mt // 2

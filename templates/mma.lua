@@ -125,31 +125,34 @@ end
 -- padded to 16 bytes; 16-bit elements for bf16 and fp16, tf32-rounded
 -- fp32 for tf32, fp32 for tf32x3), none where the kernel reads the fp32
 -- matrices.
--- tiled: also the 16-bit or tf32 copies in the stage tiles of gemm on
--- wgmma (mma.cut's pack_tiles: blocks of a chunk's inputs, 128 bytes, x
--- a block of the layer's outputs, lib.wg_block_outputs), "w<l>g".
+-- tiled: also the copies in the stage tiles of gemm on wgmma (mma.cut's
+-- pack_tiles: blocks of a chunk's inputs, 128 bytes, x a block of the
+-- layer's outputs, lib.wg_block_outputs; tf32x3: each block's tf32 high
+-- part, then its low part), "w<l>g".
 function M.segments(ctx, kind, tiled)
   local spec = ctx.spec
   local D, H = spec.dim, spec.hidden
-  if reads_fp32(kind, D, H) then return {} end
   local es = element_bytes(kind)
   local function ld(n) return lib.round_up(n, 16 // es) end
   local what = kind .. " copy of W%d transposed: [%d][%d], rows of %d"
   local out = {}
-  for l = 1, spec.layers do
-    local inputs, outputs = lib.layer_shape(spec, l)
-    out[#out + 1] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
-                     what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
+  if not reads_fp32(kind, D, H) then
+    for l = 1, spec.layers do
+      local inputs, outputs = lib.layer_shape(spec, l)
+      out[#out + 1] = {name = "w" .. l .. "m", count = inputs * ld(outputs) * es // 4,
+                       what = string.format(what, l, inputs, outputs, ld(outputs)), layer = l}
+    end
   end
-  if tiled and (es == 2 or kind == "tf32") then
-    local ci = 128 // es  -- a chunk's inputs
+  if tiled then
+    local ci, parts = 128 // es, kind == "tf32x3" and 2 or 1  -- a chunk's inputs; a block's parts
     for l = 1, spec.layers do
       local inputs, outputs = lib.layer_shape(spec, l)
       local bn = lib.wg_block_outputs(outputs)
       local blocks = (outputs + bn - 1) // bn * ((inputs + ci - 1) // ci)
-      out[#out + 1] = {name = "w" .. l .. "g", count = blocks * 128 * bn // 4, layer = l, tiled = true, bn = bn,
-                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x %d",
-                                            kind, l, (outputs + bn - 1) // bn, (inputs + ci - 1) // ci, ci, bn)}
+      out[#out + 1] = {name = "w" .. l .. "g", count = parts * blocks * 128 * bn // 4, layer = l, tiled = true, bn = bn,
+                       what = string.format("%s copy of W%d transposed in gemm's stage tiles: [%d][%d] blocks of %d x %d%s",
+                                            kind, l, (outputs + bn - 1) // bn, (inputs + ci - 1) // ci, ci, bn,
+                                            parts == 2 and ", high then low part" or "")}
     end
   end
   for _, s in ipairs(out) do s.owner, s.kind = M.name, kind end

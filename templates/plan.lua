@@ -11,7 +11,8 @@
 --   kernel's first variants, or alone)
 --
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
---                                           gemm (then mma)
+--                                           gemm_b1024, gemm (sm_90a; on
+--                                           mma.sync gemm), then mma
 --   tf32       cluster, rmma (clusters)     mma16, wgstream | mma,
 --                                           gemm_b1024, gemm (H >= 512, sm_90a)
 --   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,

@@ -399,20 +399,36 @@ static void test_grid_strategy(void **state) {
                   seed + 17 * i, seed, grid_up_to_64);
 }
 
-/* gemm from 113 on at H >= 1024 (the batch after the tiled kernel's
- * split), from 1057 below, but the matrix-unit kernel's from 4225 at D=512,
- * H=512 (Euler). */
-static bool gemm_where_planned(const flowgen_spec *spec, int64_t batch, const char *strategy) {
-  const bool gemm = strcmp(strategy, "gemm") == 0;
-  if (batch < (spec->hidden >= 1024 ? 113 : 1057)) return !gemm;
-  if (batch > 4224 && spec->hidden == 512 && spec->solver == FLOWGEN_SOLVER_EULER) return !gemm;
-  return gemm;
+/* GPU 0's compute capability as 10 major + minor (90 for sm_90). */
+static int device_arch(void) {
+  const fg_cuda_api *cu = fg_cuda(NULL);
+  CUdevice dev;
+  int major = 0, minor = 0;
+  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                   CUDA_SUCCESS);
+  assert_int_equal(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                   CUDA_SUCCESS);
+  return 10 * major + minor;
 }
 
-/* The gemm strategy (fp32 on the matrix units, layer by layer over chunks of
- * the batch) with every solver: its first batch, several chunks, a last
- * chunk of one sample; D=33 and H=4095 have rows of no multiple of 4.  At
- * D=512, H=512 the matrix-unit kernel takes over from B=4225. */
+/* On an sm_90 GPU (the runtime's target sm_90a: wgmma) gemm_b1024 from
+ * 65 (its tiles split where they are fewer than the SMs), then gemm.
+ * Elsewhere (mma.sync) gemm from 113 on at H >= 1024 (the batch after the
+ * tiled kernel's split), from 1057 below.  Both: the matrix-unit kernel's
+ * from 4225 at D=512, H=512 (Euler). */
+static bool gemm_where_planned(const flowgen_spec *spec, int64_t batch, const char *strategy) {
+  if (batch > 4224 && spec->hidden == 512 && spec->solver == FLOWGEN_SOLVER_EULER)
+    return strcmp(strategy, "mma") == 0;
+  if (device_arch() == 90) return strcmp(strategy, batch <= 1024 ? "gemm_b1024" : "gemm") == 0;
+  const bool gemm = strcmp(strategy, "gemm") == 0;
+  return batch < (spec->hidden >= 1024 ? 113 : 1057) ? !gemm : gemm;
+}
+
+/* The gemm strategy (fp32 on the matrix units as tf32x3, layer by layer
+ * over chunks of the batch) with every solver: its first batch, several
+ * chunks, a last chunk of one sample; D=33 and H=4095 have rows of no
+ * multiple of 4. */
 static void test_gemm_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   static const int shapes[][2] = {{512, 512}, {33, 1000}, {3, 4095}, {64, 768}};
@@ -453,19 +469,6 @@ static const char wgmma_probe[] =
     "    for (int q = 0; q < 4; ++q)\n"
     "      d[(16 * warp + g + 8 * (q / 2)) * 64 + 8 * i + 2 * t + q % 2] = acc[4 * i + q];\n"
     "}\n";
-
-/* GPU 0's compute capability as 10 major + minor (90 for sm_90). */
-static int device_arch(void) {
-  const fg_cuda_api *cu = fg_cuda(NULL);
-  CUdevice dev;
-  int major = 0, minor = 0;
-  assert_int_equal(cu->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                   CUDA_SUCCESS);
-  assert_int_equal(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                   CUDA_SUCCESS);
-  return 10 * major + minor;
-}
 
 /* Skips the test unless GPU 0 is an sm_90 (the wgmma variant's target). */
 static void skip_unless_sm90(void) {

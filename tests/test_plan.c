@@ -506,13 +506,13 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_kernel_free(r2);
   /* the default chunk: on wgmma doubled while its state and activations
    * take 256 MB at most (D=1024, H=4096: 22528 bytes a sample in bf16,
-   * 40960 in tf32), up to 16384; fp32 (mma.sync) 2^22 / H */
+   * 40960 in tf32 and fp32), up to 16384; mma.sync 2^22 / H */
   static const struct {
     flowgen_precision precision;
     const char *rows;
   } chunks[] = {{FLOWGEN_PRECISION_BF16, "constexpr int kScratchRows = 8192;"},
                 {FLOWGEN_PRECISION_TF32, "constexpr int kScratchRows = 4096;"},
-                {FLOWGEN_PRECISION_FP32, "constexpr int kScratchRows = 1024;"}};
+                {FLOWGEN_PRECISION_FP32, "constexpr int kScratchRows = 4096;"}};
   for (size_t i = 0; i < COUNT(chunks); ++i) {
     flowgen_spec wide = spec_of(1024, 4096, chunks[i].precision, 90, true);
     flowgen_kernel *c = plan_of(&wide, NULL);
@@ -537,8 +537,25 @@ static void test_gemm_on_wgmma(void **state) {
   flowgen_kernel_free(k);
   expect_refused(&tf32, "only=tiled:gemm,gemm.chunk=64",
                  "tune: gemm.chunk=64 on wgmma (tf32 on sm_90a): its stages are the arrays' blocks of 32 inputs");
+  /* fp32 as tf32x3: the weights' high and low parts a block, tiles of 128
+   * outputs at most, three products a k-step, each chunk's into its own
+   * sums */
+  flowgen_spec fp32 = spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, true);
+  k = plan_of(&fp32, NULL);
+  chain = chain_of(k);
+  assert_non_null(strstr(chain, "grid_b64 9-64 gemm_b1024 65-1024 gemm 1025-"));
+  free(chain);
+  src = flowgen_kernel_source(k);
+  assert_non_null(strstr(src, "constexpr int kBN = 128;  // outputs per tile"));
+  assert_non_null(strstr(src, "constexpr int kParts = 2;"));
+  assert_non_null(strstr(src, "using ActT = float;"));
+  assert_non_null(strstr(src, "product3(*reinterpret_cast<float(*)[kOpN / 2]>(&acc[o * kOpN / 2])"));
+  assert_non_null(strstr(src, "for (int i = 0; i < kWN / 2; ++i) sum[i] += acc[i];"));
+  assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 128>(i - k_w2g,"));
+  assert_non_null(strstr(src, "return low ? v - __uint_as_float(r) : __uint_as_float(r);"));
+  flowgen_kernel_free(k);
   /* mma.sync where wgmma does not serve */
-  const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, true),
+  const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, false),
                                  spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
                                  spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 80, false)};
   for (size_t i = 0; i < COUNT(others); ++i) {
@@ -550,7 +567,7 @@ static void test_gemm_on_wgmma(void **state) {
   static const struct {
     const char *tune, *message;
   } refused[] = {
-      {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (bf16, fp16, tf32 on sm_90a): 64 rows at least"},
+      {"only=tiled:gemm,gemm.rows=32", "tune: gemm.rows=32 on wgmma (sm_90a): 64 rows at least"},
       {"only=tiled:gemm,gemm.chunk=32",
        "tune: gemm.chunk=32 on wgmma (bf16 on sm_90a): its stages are the arrays' blocks of 64 inputs"},
       {"gemm.wgmma=1",
