@@ -12,7 +12,7 @@
 --
 --   fp32       cluster, rmma3 (by 8, 16)    tiled8, tiled, wgstream3 | mma,
 --                                           gemm_b1024, gemm (sm_90a; on
---                                           mma.sync gemm), then mma
+--                                           mma.sync gemm, then mma)
 --   tf32       cluster, rmma (clusters)     mma16, wgstream | mma,
 --                                           gemm_b1024, gemm (H >= 512, sm_90a)
 --   bf16/fp16  cluster, rmma                mma16 | wgmma64, wgmma | mma,
@@ -239,8 +239,10 @@ end
 -- fit): the tiled kernel, 8 samples a block while that fills the GPU once,
 -- then 32; tf32x3 on the matrix units (wgstream3, or mma once its blocks
 -- fill the GPU); with large weights the gemm variant from the first batch
--- the small ones leave, the mma kernel after it where that owns 32
--- samples a block or more (before it otherwise).
+-- the small ones leave; on mma.sync the mma kernel after it where that
+-- owns 32 samples a block or more (before it otherwise), on wgmma none
+-- (gemm 1.7x faster than mma at B=65536, D=32, H=512 and D=66, H=636:
+-- docs/performance.md).
 local function fp32_batches(ctx, chain, c)
   local spec, t, sms = ctx.spec, ctx.tune, ctx.device.sms
   local few, many = S.tiled.few(ctx), S.tiled.many(ctx)
@@ -265,7 +267,7 @@ local function fp32_batches(ctx, chain, c)
     below(few, few.rows_per_block * sms)
   end
   local from = x3 and (x3.strategy == "wgstream3" and chain.next or x3.rows_per_block * sms + 1)
-  local resume = wide and x3 and x3.rows_per_block >= 32 and math.max(from, stop + 1)
+  local resume = wide and not wide.gemm_wgmma and x3 and x3.rows_per_block >= 32 and math.max(from, stop + 1)
   local tiled = t:allows("tiled", "tiled")
   if x3 and not resume then
     if from > chain.next and tiled then below(many, from - 1) end
@@ -303,9 +305,20 @@ local function copies(ctx, c, variants, scratch)
   -- the matrix units' copies, unless wgstream3 takes the mma kernel's
   -- place and no gemm variant reads them
   -- (with gemm on wgmma, also its tiled copies)
-  local tiled = false
-  for _, v in ipairs(variants) do tiled = tiled or v.gemm_wgmma or false end
-  if c.kind and not (c.ws and c.ws.split and not c.gemm) then out.mma = S.mma.segments(ctx, c.kind, tiled) end
+  -- (fp32's gemm on wgmma reads the tiled ones alone: the others only
+  -- where an mma kernel or gemm on mma.sync is planned too)
+  local tiled, plain = false, spec.precision ~= "fp32"
+  for _, v in ipairs(variants) do
+    tiled = tiled or v.gemm_wgmma or false
+    plain = plain or v.module == "mma" or (v.module == "gemm" and not v.gemm_wgmma)
+  end
+  if c.kind and not (c.ws and c.ws.split and not c.gemm) then
+    local kept = {}
+    for _, s in ipairs(S.mma.segments(ctx, c.kind, tiled)) do
+      if s.tiled or plain then kept[#kept + 1] = s end
+    end
+    out.mma = kept
+  end
   if c.wgmma then out.wgmma = S.wgmma.segments(ctx) end
   if c.ws then out.wgstream = S.wgstream.segments(ctx, c.ws) end
   if c.rmma then out.rmma = S.rmma.segments(ctx, spec.precision, c.rmma.dim_pad, c.rmma.hidden_pad) end

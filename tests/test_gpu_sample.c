@@ -415,12 +415,12 @@ static int device_arch(void) {
 /* On an sm_90 GPU (the runtime's target sm_90a: wgmma) gemm_b1024 from
  * 65 (its tiles split where they are fewer than the SMs), then gemm.
  * Elsewhere (mma.sync) gemm from 113 on at H >= 1024 (the batch after the
- * tiled kernel's split), from 1057 below.  Both: the matrix-unit kernel's
+ * tiled kernel's split), from 1057 below, but the matrix-unit kernel's
  * from 4225 at D=512, H=512 (Euler). */
 static bool gemm_where_planned(const flowgen_spec *spec, int64_t batch, const char *strategy) {
+  if (device_arch() == 90) return strcmp(strategy, batch <= 1024 ? "gemm_b1024" : "gemm") == 0;
   if (batch > 4224 && spec->hidden == 512 && spec->solver == FLOWGEN_SOLVER_EULER)
     return strcmp(strategy, "mma") == 0;
-  if (device_arch() == 90) return strcmp(strategy, batch <= 1024 ? "gemm_b1024" : "gemm") == 0;
   const bool gemm = strcmp(strategy, "gemm") == 0;
   return batch < (spec->hidden >= 1024 ? 113 : 1057) ? !gemm : gemm;
 }
