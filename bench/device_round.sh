@@ -1,16 +1,8 @@
 #!/bin/sh
 # A round on a GPU machine from a build made elsewhere and carried in build/
-# (`make all tests`, then `make -C examples O=$PWD/build/examples
-# FLOWGEN_BUILD=$PWD/build` so that test_examples finds jit_sample; to
-# carry less, strip the programs but keep build/libflowgen.a and
-# build/examples' objects, which test_examples links again, and leave out
-# build/obj and the test programs that need no GPU, which CI runs:
-# test_nvrtc, test_sandbox, test_spec, test_npy, test_plan, test_generate,
-# test_reference, test_safetensors, test_fuzz_regressions, test_faults,
-# test_alloc_faults; about 22 MB then; a build carried elsewhere and
-# copied into build/ there with `cp -a`: with newer times libflowgen.a
-# makes test_examples build jit_sample again, which needs the static Lua
-# and jansson a GPU machine may lack).  `tests` takes about 200 s (TEST_SHARDS=8).
+# (bench/device_pack.sh makes one, with a warmed module cache for
+# BENCH_CACHE_DIR: the programs that need a GPU, stripped, about 24 MB).
+# `tests` takes about 200 s (TEST_SHARDS=8).
 # Logs and JSON are written to a work folder and packed into
 # $OUT/round.tar.gz (or ./device-out/round.tar.gz) after each part and each
 # test program (a device call brings back at most 8 files; a round cut

@@ -1,0 +1,49 @@
+#!/bin/sh
+# What a device round needs, made on a machine without a GPU: the build's
+# GPU-facing programs, stripped, in DIR/build (about 24 MB: flowgen, bench,
+# sanitize, the libraries, examples/, the test programs that need a GPU
+# and libcmocka), and with --warm, a module cache in DIR/cache holding
+# every variant of the wide models' sweep shapes (SWEEP_SHAPES, default
+# the eight of docs/performance.md) in PRECISIONS (default all four),
+# compiled for sm_90a.  On the GPU machine, with DIR carried:
+#
+#   rm -rf build && cp -a DIR/build build
+#   FLOWGEN_CACHE_TRUST=any BENCH_CACHE_DIR=$PWD/DIR/cache sh bench/device_round.sh sweep
+#
+# (cp -a keeps the times: libflowgen.a no newer than examples/, so that
+# test_examples does not build jit_sample again, which needs the static
+# Lua and jansson the GPU machine lacks).  Any change to a template changes
+# the kernels' cache keys: pack again after it.
+#
+# usage: sh bench/device_pack.sh DIR [--warm]
+set -eu
+[ $# -ge 1 ] || { echo "usage: sh bench/device_pack.sh DIR [--warm]" >&2; exit 2; }
+dir=$1
+make -j"$(nproc)" all tests
+make -C examples O="$PWD/build/examples" FLOWGEN_BUILD="$PWD/build"
+rm -rf "$dir/build"
+mkdir -p "$dir/build/tests"
+cp -a build/flowgen build/bench build/sanitize build/libflowgen.a build/libflowgen.so* build/examples "$dir/build/"
+# the test programs that need a GPU (the others run in CI)
+for t in test_cache test_cache_load test_cli test_cli_runtime test_device test_digits test_examples \
+         test_family test_gpu_sample test_output; do
+  cp -a "build/tests/$t" "$dir/build/tests/"
+done
+cp -a build/tests/libcmocka.so.0 "$dir/build/tests/"
+for f in "$dir/build/flowgen" "$dir/build/bench" "$dir/build/sanitize" "$dir"/build/tests/test_*; do
+  strip "$f"
+done
+touch -r build/libflowgen.a "$dir/build/libflowgen.a"
+if [ "${2:-}" = --warm ]; then
+  shapes=${SWEEP_SHAPES:-"32,512,4;256,1024,16;1024,1024,16;256,2048,16;1024,4096,4;157,2150,4;469,3111,8;66,636,4"}
+  mkdir -p "$dir/cache"
+  for s in $(echo "$shapes" | tr ';' ' '); do
+    d=${s%%,*} rest=${s#*,}
+    h=${rest%%,*} steps=${rest#*,}
+    for p in $(echo "${PRECISIONS:-fp32,tf32,bf16,fp16}" | tr , ' '); do
+      build/flowgen cache warm --dir "$dir/cache" --arch sm_90a --dim "$d" --hidden "$h" --steps "$steps" \
+        --precision "$p"
+    done
+  done
+fi
+du -sh "$dir"
