@@ -426,13 +426,14 @@ static bool gemm_where_planned(const flowgen_spec *spec, int64_t batch, const ch
 }
 
 /* The gemm strategy (fp32 on the matrix units as tf32x3, layer by layer
- * over chunks of the batch) with every solver: its first batch, several
- * chunks, a last chunk of one sample; D=33 and H=4095 have rows of no
- * multiple of 4. */
+ * over chunks of the batch) with every solver: its first batch, both sides
+ * of gemm_b1024's last (wgmma) and of the tiled kernel's (mma.sync),
+ * several chunks and a last chunk of one sample (H=4095: chunks of 4096
+ * on wgmma); D=33 and H=4095 have rows of no multiple of 4. */
 static void test_gemm_strategy(void **state) {
   FG_SKIP_WITHOUT_GPU();
   static const int shapes[][2] = {{512, 512}, {33, 1000}, {3, 4095}, {64, 768}};
-  static const int64_t batches[] = {113, 1056, 1057, 4097, 9000};
+  static const int64_t batches[] = {113, 1024, 1025, 1056, 1057, 4097, 9000};
   uint64_t seed = fg_test_seed();
   for (size_t i = 0; i < sizeof every_solver / sizeof *every_solver; ++i)
     check_batches(*state, every_solver[i], shapes[i], batches, sizeof batches / sizeof *batches,
