@@ -441,8 +441,8 @@ static void test_wgmma_compiles(void **state) {
   COMPILE(cases);
 }
 
-/* gemm on wgmma (bf16, fp16 and tf32 on sm_90a; 256 outputs a tile: 128
- * accumulators a thread) compiles without serialized wgmma or spills: a
+/* gemm on wgmma (sm_90a; 256 outputs a tile: 128 accumulators a thread;
+ * fp32's 128) compiles without serialized wgmma or spills: a
  * wide shape, an odd one (H=4095, D=33), partial chunks (layer 1 of D=17,
  * layer 2 of H=200), RK4 and midpoint (the last layer's loads ahead of
  * its stores with the sums and without), a guided conditional member of
@@ -462,6 +462,12 @@ static void test_gemm_wgmma_compiles(void **state) {
       {33, 4095, 2, HEUN, TF32, 90, true, "only=tiled:gemm", "gemm"},
       {17, 200, 3, RK4, TF32, 90, true, "only=tiled:gemm,gemm.rows=64", "gemm"},
       {64, 2048, 2, EULER, TF32, 90, true, "only=tiled:gemm", "gemm", "cond=40;guidance=1;layers=4;act=gelu"},
+      /* fp32 as tf32x3: 128 outputs a tile, three wgmma a k-step, A split
+       * in registers; gemm_b1024's split tiles too */
+      {256, 2048, 2, EULER, FP32, 90, true, "only=tiled:gemm_b1024:gemm", "gemm_b1024,gemm"},
+      {33, 4095, 2, HEUN, FP32, 90, true, "only=tiled:gemm", "gemm"},
+      {17, 200, 3, RK4, FP32, 90, true, "only=tiled:gemm,gemm.rows=64", "gemm"},
+      {64, 2048, 2, EULER, FP32, 90, true, "only=tiled:gemm", "gemm", "cond=40;guidance=1;layers=4;act=gelu"},
   };
   COMPILE(cases);
 }
