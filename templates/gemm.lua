@@ -55,11 +55,13 @@ local STAGES, THREADS = 4, 256
 -- finishing a split tile (its sums out, every part's in), in chunks of
 -- products a part
 local SPLIT_COST = 12
--- wgmma's 64-row tiles cut from a layer of 256-output tiles, each
--- warpgroup's products half a tile's outputs wide, run slower than
--- 128-row ones: their rows count NARROW_RATE / 16 (the planner's choice of
--- tile height and the kernel's block_work both; 4% to 28% faster at
--- H=1129 to 2792 than counting them 16 / 16: docs/performance.md)
+-- wgmma's 64-row tiles cut from a layer of the widest tiles (256 outputs;
+-- tf32x3's 128), each warpgroup's products half a tile's outputs wide,
+-- run slower than 128-row ones: their rows count NARROW_RATE / 16 (the
+-- planner's choice of tile height and the kernel's block_work both; 4% to
+-- 28% faster at H=1129 to 2792 than counting them 16 / 16 in bf16 and
+-- tf32, fp32 at B=4096 1.25x and 1.62x at H=2150 and 3111, 7% slower at
+-- H=636: docs/performance.md)
 local NARROW_RATE = 27
 
 -- The model family: every member (any L, activation, time, conditioning,
@@ -173,7 +175,8 @@ function M.variant(ctx, kind, weights, split_last)
   -- odd widths keep 128-row tiles
   local function cost(outputs, m)
     local r = block_rows(outputs, m)
-    return (wg and BN == 256 and m == 2 and max_mt == 4) and r * NARROW_RATE / 16 or r
+    return (wg and m == 2 and max_mt == 4 and (BN == 256 or tile_outputs(outputs) == BN)) and r * NARROW_RATE / 16
+        or r
   end
   local function layer(inputs, outputs)
     local m_tiles, m = max_mt, max_mt // 2

@@ -469,6 +469,15 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kScratchRows = 15360;"));
   assert_non_null(strstr(flowgen_kernel_source(k), "product<2150, 2150, 4>("));
   flowgen_kernel_free(k);
+  /* so do fp32's (tf32x3, tiles at most 128 outputs wide): at D=469,
+   * H=3111 (a chunk of 5120) the last layer keeps 128-row tiles, 8 rows
+   * a block against 6 by the bare count (at B=4096 the kernel's 64-row
+   * tiles of the hidden layer ran 1.6x slower) */
+  flowgen_spec odd32 = spec_of(469, 3111, FLOWGEN_PRECISION_FP32, 90, true);
+  k = plan_of(&odd32, NULL);
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kScratchRows = 5120;"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "product<3111, 469, 4>("));
+  flowgen_kernel_free(k);
   /* gemm_b1024 before gemm (small batches, the smallest tiles' inputs split
    * where they leave SMs idle, up to 32 parts, their partial sums after the
    * activations in the scratch area: 132 SMs' slots of 64 x 128 and a count
