@@ -15,10 +15,45 @@
 # Lua and jansson the GPU machine lacks).  Any change to a template changes
 # the kernels' cache keys: pack again after it.
 #
-# usage: sh bench/device_pack.sh DIR [--warm]
+# --before REV: another commit's bench, built in a git worktree (removed
+# after), in DIR/before/bench, and its kernels of the same shapes and
+# precisions warmed by its own flowgen into DIR/before/cache, for a sweep
+# before and after in one run:
+#
+#   BEFORE=$PWD/DIR/before/bench BEFORE_CACHE_DIR=$PWD/DIR/before/cache \
+#   FLOWGEN_CACHE_TRUST=any BENCH_CACHE_DIR=$PWD/DIR/cache sh bench/device_round.sh sweep
+#
+# usage: sh bench/device_pack.sh DIR [--warm] [--before REV]
 set -eu
-[ $# -ge 1 ] || { echo "usage: sh bench/device_pack.sh DIR [--warm]" >&2; exit 2; }
+usage() { echo "usage: sh bench/device_pack.sh DIR [--warm] [--before REV]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
 dir=$1
+shift
+warm="" before=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --warm) warm=1 ;;
+    --before) [ $# -ge 2 ] || usage; before=$2; shift ;;
+    *) usage ;;
+  esac
+  shift
+done
+if [ -n "$before" ]; then
+  git rev-parse --verify --quiet "$before^{commit}" > /dev/null \
+    || { echo "device_pack.sh: --before: no commit '$before'" >&2; exit 2; }
+fi
+shapes=${SWEEP_SHAPES:-"32,512,4;256,1024,16;1024,1024,16;256,2048,16;1024,4096,4;157,2150,4;469,3111,8;66,636,4"}
+# warm_cache FLOWGEN CACHE: every shape in every precision into CACHE
+warm_cache() {
+  mkdir -p "$2"
+  for s in $(echo "$shapes" | tr ';' ' '); do
+    d=${s%%,*} rest=${s#*,}
+    h=${rest%%,*} steps=${rest#*,}
+    for p in $(echo "${PRECISIONS:-fp32,tf32,bf16,fp16}" | tr , ' '); do
+      "$1" cache warm --dir "$2" --arch sm_90a --dim "$d" --hidden "$h" --steps "$steps" --precision "$p"
+    done
+  done
+}
 make -j"$(nproc)" all tests
 make -C examples O="$PWD/build/examples" FLOWGEN_BUILD="$PWD/build"
 rm -rf "$dir/build"
@@ -34,16 +69,16 @@ for f in "$dir/build/flowgen" "$dir/build/bench" "$dir/build/sanitize" "$dir"/bu
   strip "$f"
 done
 touch -r build/libflowgen.a "$dir/build/libflowgen.a"
-if [ "${2:-}" = --warm ]; then
-  shapes=${SWEEP_SHAPES:-"32,512,4;256,1024,16;1024,1024,16;256,2048,16;1024,4096,4;157,2150,4;469,3111,8;66,636,4"}
-  mkdir -p "$dir/cache"
-  for s in $(echo "$shapes" | tr ';' ' '); do
-    d=${s%%,*} rest=${s#*,}
-    h=${rest%%,*} steps=${rest#*,}
-    for p in $(echo "${PRECISIONS:-fp32,tf32,bf16,fp16}" | tr , ' '); do
-      build/flowgen cache warm --dir "$dir/cache" --arch sm_90a --dim "$d" --hidden "$h" --steps "$steps" \
-        --precision "$p"
-    done
-  done
+[ -n "$warm" ] && warm_cache build/flowgen "$dir/cache"
+if [ -n "$before" ]; then
+  src=$(mktemp -d "${TMPDIR:-/tmp}/before.XXXXXX")
+  trap 'git worktree remove --force "$src" 2> /dev/null; rm -rf "$src" "$src.log"' EXIT
+  git worktree add --detach --force "$src" "$before" > /dev/null
+  make -C "$src" -j"$(nproc)" all > "$src.log" 2>&1 || { tail -n 20 "$src.log"; exit 1; }
+  rm -rf "$dir/before"
+  mkdir -p "$dir/before"
+  cp "$src/build/bench" "$dir/before/bench"
+  strip "$dir/before/bench"
+  warm_cache "$src/build/flowgen" "$dir/before/cache"
 fi
 du -sh "$dir"

@@ -28,8 +28,12 @@
 #              SWEEP_PRECISIONS=fp32,tf32,bf16,fp16 (SWEEP_RANDOM=N: N
 #              shapes more, D 1-1024, H 512-4096, S 4-32, drawn with
 #              SWEEP_SEED, printed); a precision at a time, each packed
-#              when done (the five shapes of docs/performance.md in four
-#              precisions: 5 minutes on an H200)
+#              when done (the eight shapes of docs/performance.md, two
+#              precisions: 5 minutes on an H100).  BEFORE=another build's
+#              bench (BEFORE_CACHE_DIR: its kernels, which that build's
+#              `flowgen cache warm --dir` fills) times the same points
+#              too: sweep-before-grid.md beside sweep-grid.md, both
+#              against the same PyTorch run
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
@@ -185,14 +189,24 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
       echo "sweep: random shapes (SWEEP_SEED=$seed): $drawn" | tee "$out/sweep-random.txt"
       shapes="$shapes;$drawn"
     fi
-    # a precision at a time, flowgen then PyTorch, packed after each (a
-    # round cut short keeps the precisions done)
-    peers="" ours=""
+    # a precision at a time, flowgen (and BEFORE) then PyTorch, packed
+    # after each (a round cut short keeps the precisions done)
+    peers="" ours="" theirs=""
     for p in $(echo "$precisions" | tr , ' '); do
       ours="$ours $out/sweep-$p.json"
       # shellcheck disable=SC2086
       build/bench $tune $cachedir --quick --no-startup --no-baseline --precisions "$p" \
         --shapes "$shapes" --batches $batches --json "$out/sweep-$p.json" > "$out/sweep-$p.txt" || status=1
+      if [ -n "${BEFORE:-}" ]; then
+        # the same points by another build's bench (the issue's "before"),
+        # its kernels from BEFORE_CACHE_DIR through FLOWGEN_CACHE_DIR (a
+        # bench of any age reads it; `flowgen cache warm` by that build's
+        # flowgen fills it)
+        theirs="$theirs $out/sweep-before-$p.json"
+        ${BEFORE_CACHE_DIR:+env FLOWGEN_CACHE_DIR="$BEFORE_CACHE_DIR"} "$BEFORE" --quick --no-startup \
+          --no-baseline --precisions "$p" --shapes "$shapes" --batches "$batches" \
+          --json "$out/sweep-before-$p.json" > "$out/sweep-before-$p.txt" 2>&1 || status=1
+      fi
       if have_torch; then
         python3 bench/pytorch_baseline.py --quick --precision "$p" --shapes "$shapes" \
           --batches "$batches" --json "$out/sweep-pytorch-$p.json" > "$out/sweep-pytorch-$p.txt" \
@@ -207,6 +221,11 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
 runs = [json.load(open(f)) for f in sys.argv[2:]]
 runs[0]["results"] = [r for run in runs for r in run["results"]]
 json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours || status=1
+    # shellcheck disable=SC2086 # $theirs: one file a precision
+    [ -n "$theirs" ] && { python3 -c 'import json, sys
+runs = [json.load(open(f)) for f in sys.argv[2:]]
+runs[0]["results"] = [r for run in runs for r in run["results"]]
+json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep-before.json" $theirs || status=1; }
     if have_torch; then
       # PyTorch's plain GEMM of each hidden width and batch: the yardstick
       # for flowgen's TFLOP/s
@@ -217,6 +236,13 @@ json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours ||
         > "$out/sweep-compare.txt" 2>&1
       # shellcheck disable=SC2086
       python3 bench/compare.py "$out/sweep.json" $peers --grid > "$out/sweep-grid.md" 2>/dev/null
+      if [ -n "$theirs" ]; then
+        # shellcheck disable=SC2086
+        python3 bench/compare.py "$out/sweep-before.json" $peers --grid > "$out/sweep-before-grid.md" 2>/dev/null
+        # shellcheck disable=SC2086
+        python3 bench/compare.py "$out/sweep-before.json" $peers > "$out/sweep-before-compare.txt" 2>&1
+        grep '^compare' "$out/sweep-before-compare.txt" | sed 's/^compare/before/'
+      fi
       grep -E 'SLOWER|^compare' "$out/sweep-compare.txt" | tail -n 40
     fi ;;
   compare)
