@@ -96,6 +96,14 @@ $*"; }
 # compute-sanitizer memcheck (every case), racecheck and synccheck (the
 # smallest of each: --light) over `build/sanitize ARGS...`: a log
 # $out/NAME-TOOL.log and a summary line "LABEL: TOOL clean" each.
+# merge_json OUT IN...: bench's JSON files as one (their results in order)
+merge_json() {
+  python3 -c 'import json, sys
+runs = [json.load(open(f)) for f in sys.argv[2:]]
+runs[0]["results"] = [r for run in runs for r in run["results"]]
+json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$@"
+}
+
 sanitize_cases() {
   name=$1 label=$2
   shift 2
@@ -215,17 +223,11 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
       fi
       "$pack"
     done
-    # flowgen's precisions in one file, as compare.py reads it
-    # shellcheck disable=SC2086 # $ours: one file a precision
-    python3 -c 'import json, sys
-runs = [json.load(open(f)) for f in sys.argv[2:]]
-runs[0]["results"] = [r for run in runs for r in run["results"]]
-json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep.json" $ours || status=1
-    # shellcheck disable=SC2086 # $theirs: one file a precision
-    [ -n "$theirs" ] && { python3 -c 'import json, sys
-runs = [json.load(open(f)) for f in sys.argv[2:]]
-runs[0]["results"] = [r for run in runs for r in run["results"]]
-json.dump(runs[0], open(sys.argv[1], "w"), indent=1)' "$out/sweep-before.json" $theirs || status=1; }
+    # each build's precisions in one file, as compare.py reads it
+    # shellcheck disable=SC2086 # $ours, $theirs: one file a precision
+    merge_json "$out/sweep.json" $ours || status=1
+    # shellcheck disable=SC2086
+    [ -z "$theirs" ] || merge_json "$out/sweep-before.json" $theirs || status=1
     if have_torch; then
       # PyTorch's plain GEMM of each hidden width and batch: the yardstick
       # for flowgen's TFLOP/s
