@@ -58,10 +58,9 @@ local SPLIT_COST = 12
 -- wgmma's 64-row tiles cut from a layer of the widest tiles (256 outputs;
 -- tf32x3's 128), each warpgroup's products half a tile's outputs wide,
 -- run slower than 128-row ones: their rows count NARROW_RATE / 16 (the
--- planner's choice of tile height and the kernel's block_work both; 4% to
--- 28% faster at H=1129 to 2792 than counting them 16 / 16 in bf16 and
--- tf32, fp32 at B=4096 1.25x and 1.62x at H=2150 and 3111, 7% slower at
--- H=636: docs/performance.md)
+-- planner's choice of tile height and the kernel's block_work both;
+-- faster than counting them 16 / 16 where timed, in bf16, tf32 and fp32,
+-- but at D=66, H=636 in fp32: docs/performance.md, "Boundaries")
 local NARROW_RATE = 27
 
 -- The model family: every member (any L, activation, time, conditioning,
