@@ -262,6 +262,7 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
         "$prog" $tune $cachedir --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
           --batches "$batches" --json "$out/compare-$who-$round.json" > "$out/compare-$who-$round.txt" 2>&1 \
           || { status=1; tail -n 5 "$out/compare-$who-$round.txt"; }
+        "$pack"  # a compare cut short keeps the runs done
       done
     done
     python3 bench/before_after.py "$out"/compare-before-*.json -- "$out"/compare-after-*.json \
