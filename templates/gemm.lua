@@ -138,12 +138,13 @@ function M.variant(ctx, kind, weights, split_last)
   -- stages of 256 would not fit)
   local x3 = kind == "tf32x3"
   local BN = wg and not x3 and 256 or 128
+  local parts = wg and mma.tile_parts(kind) or 1  -- a block of the weights' parts
   local a_pad, w_bytes = half and 8 or 4, half and 2 or 4
   -- a stage's inputs: fp32 rows, padded; wgmma's core matrices (16-bit
   -- or tf32: 8 rows x 16 bytes)
   local function a_floats_of(mt, bk) return wg and 8 * mt * bk * w_bytes or 32 * mt * (bk + a_pad) end
   -- wgmma's weights: core matrices, no padding (tf32x3: two parts)
-  local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 * (wg and x3 and 2 or 1) end
+  local function b_floats_of(bk) return bk * (wg and BN or BN + 8) * w_bytes // 4 * parts end
   local function stage_floats(mt, bk) return a_floats_of(mt, bk) + b_floats_of(bk) end
   -- 128-row tiles on sm_90 (3 stages of them fit; on sm_80 their layer
   -- takes every register, so the kernel spills around its calls)
@@ -227,6 +228,7 @@ function M.variant(ctx, kind, weights, split_last)
     layers = layers,
     x_stride = lib.round_up(D, 4), h_stride = lib.round_up(H, 4),
     gemm_bn = BN, gemm_bk = bk, gemm_stages = stages,
+    gemm_parts = wg and parts or nil,  -- (wgmma) a block of the tiled weights' parts
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)
     weights = wg and mma.tiles(spec) or weights,

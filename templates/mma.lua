@@ -121,6 +121,12 @@ function M.variant(ctx, kind, max_rows, suffix)
   return nil
 end
 
+-- The parts of each block of a tiled copy (gemm on wgmma's stage tiles,
+-- below): tf32x3's tf32 high part, then its low part; the other kinds'
+-- one.  gemm stages a block's parts together (gemm.lua, gemm.cut's
+-- kParts) and mma.cut's pack_tiles lays them out.
+function M.tile_parts(kind) return kind == "tf32x3" and 2 or 1 end
+
 -- The copies of W1, W2, W3 for the matrix units (inputs x outputs, rows
 -- padded to 16 bytes; 16-bit elements for bf16 and fp16, tf32-rounded
 -- fp32 for tf32, fp32 for tf32x3), none where the kernel reads the fp32
@@ -144,7 +150,7 @@ function M.segments(ctx, kind, tiled)
     end
   end
   if tiled then
-    local ci, parts = 128 // es, kind == "tf32x3" and 2 or 1  -- a chunk's inputs; a block's parts
+    local ci, parts = 128 // es, M.tile_parts(kind)  -- a chunk's inputs; a block's parts
     for l = 1, spec.layers do
       local inputs, outputs = lib.layer_shape(spec, l)
       local bn = lib.wg_block_outputs(outputs)
