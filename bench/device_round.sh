@@ -52,8 +52,11 @@
 #              interleaved (GEMM_SHAPES, GEMM_BATCHES)
 #   profile    Nsight Compute (ncu, clocks left alone) over one launch of
 #              the gemm variant (bf16 on wgmma; PROFILE_SHAPES, PROFILE_BATCH,
-#              PROFILE_TUNE): speed of light, memory and L2 traffic, warp
-#              stalls, the tensor pipes' use; where its time goes
+#              PROFILE_PRECISION, PROFILE_TUNE), every section: speed of
+#              light, memory and L2 traffic, warp stalls, the tensor pipes'
+#              use, and the instructions the warps wait at most
+#              (bench/ncu_hot.py over the SASS source page); the reports
+#              come back too
 #   digits     the built-in digits model sampled on the GPU and evaluated
 #   family     the model family's cost table beside the seed (bench --family)
 #   python     the package from this tree (python/ on the path, build/'s
@@ -356,14 +359,18 @@ for v in json.load(sys.stdin)["variants"]: print(v["strategy"], max(v["min_batch
     ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
     for shape in $(echo "${PROFILE_SHAPES:-256,2048,16;1024,1024,16}" | tr ';' ' '); do
       name=profile-$(echo "$shape" | tr , x)
-      # the sixth launch: the bench's warm-up is behind it
+      # the sixth launch: the bench's warm-up is behind it; every section,
+      # the report kept (ncu --import reads it again)
       timeout "${PROFILE_TIMEOUT:-240}" "$ncu" --clock-control none --kernel-name regex:gemm \
-        --launch-skip 5 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        --launch-skip 5 --launch-count 1 --set full --import-source no -f -o "$out/$name" \
         build/bench --quick --no-startup --no-baseline --tune "${PROFILE_TUNE:-only=tiled:gemm}" \
         --precisions "${PROFILE_PRECISION:-bf16}" --shapes "$shape" --batches "${PROFILE_BATCH:-4096}" \
-        > "$out/$name.txt" 2>&1 || { status=1; tail -n 20 "$out/$name.txt"; }
-      grep -E 'Throughput|Duration|Busy|Hit Rate|Stall|Issued|Pipe|Warp Cycles|Occupancy' "$out/$name.txt" | head -n 60
+        > "$out/$name-run.txt" 2>&1 || { status=1; tail -n 20 "$out/$name-run.txt"; continue; }
+      "$ncu" --import "$out/$name.ncu-rep" --page details > "$out/$name.txt" 2>&1 || status=1
+      grep -E 'Throughput|Duration|Busy|Hit Rate|Stall|Issued|Pipe|Warp Cycles|Occupancy' "$out/$name.txt" | head -n 40
+      # where the warps wait, instruction by instruction (bench/ncu_hot.py)
+      "$ncu" --import "$out/$name.ncu-rep" --page source --print-source sass --csv > "$out/$name-sass.csv" 2>&1 \
+        && python3 bench/ncu_hot.py "$out/$name-sass.csv" --top 30 | tee "$out/$name-hot.txt" || status=1
     done ;;
   digits)
     build/flowgen sample --device gpu --batch 1000 --seed 7 -o "$out/digits.npy" -v || status=1

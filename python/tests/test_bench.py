@@ -80,3 +80,38 @@ def test_compare_grid_is_a_table_a_precision(tmp_path):
     assert table == ["| D, H, S | B=4096 | B=65536 |", "| --- | ---: | ---: |",
                      "| 256, 2048, 16 | **0.33x, 98** (gemm) | 1.80x, 550 |"]
     assert "bf16:" in done.stdout
+
+
+HOT = os.path.join(ROOT, "bench", "ncu_hot.py")
+
+
+def hot(path, *args):
+    return subprocess.run([sys.executable, HOT, str(path), *args], capture_output=True, text=True)
+
+
+def test_ncu_hot_orders_instructions_by_stall_samples(tmp_path):
+    page = tmp_path / "sass.csv"
+    page.write_text(
+        '"Kernel Name","flow_gemm"\n'
+        '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n'
+        '"0x08","SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R1+0x30000], R2","0","0"\n'
+        '"0x10","LDS.128 R4, [R2]","30","20"\n'
+        '"0x20","@P0 BRA 0x10","10","5"\n'
+        '"0x30","HGMMA.64x128x8.F32.TF32 R24, gdesc[UR4], R24","1,060","900"\n')
+    done = hot(page, "--top", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "4 instructions, 1100 samples (Warp Stall Sampling (All Samples))"
+    assert lines[1].split()[:2] == ["96.36%", "0x30"] and "HGMMA" in lines[1]
+    assert lines[2].split()[:2] == ["2.73%", "0x10"]
+    assert lines[3:8] == ["by opcode:", " 96.36%  HGMMA", "  2.73%  LDS", "  0.91%  BRA", "  0.00%  SYNCS"]
+    assert lines[8:] == ["by wait:", " 96.36%  HGMMA", "  2.73%  LDS", "  0.91%  after LDS", "  0.00%  SYNCS"]
+
+
+def test_ncu_hot_names_the_columns_it_lacks(tmp_path):
+    page = tmp_path / "sass.csv"
+    page.write_text('"Address","Source","Instructions Executed"\n"0x10","NOP","4"\n')
+    done = hot(page)
+    assert done.returncode != 0
+    assert "no warp stall sampling column" in done.stderr and "Instructions Executed" in done.stderr
+    assert hot(tmp_path / "missing.csv").returncode != 0
