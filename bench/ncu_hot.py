@@ -23,8 +23,11 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    with open(args.csv, newline="", encoding="utf-8", errors="replace") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(args.csv, newline="", encoding="utf-8", errors="replace") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        sys.exit(f"{args.csv}: {e.strerror}")
     # the header: the first row naming the instructions' text
     head = next((i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r)), None)
     if head is None:

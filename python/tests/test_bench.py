@@ -114,4 +114,6 @@ def test_ncu_hot_names_the_columns_it_lacks(tmp_path):
     done = hot(page)
     assert done.returncode != 0
     assert "no warp stall sampling column" in done.stderr and "Instructions Executed" in done.stderr
-    assert hot(tmp_path / "missing.csv").returncode != 0
+    missing = hot(tmp_path / "missing.csv")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"{tmp_path / 'missing.csv'}: No such file or directory"
