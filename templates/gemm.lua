@@ -45,6 +45,9 @@ M.dials = {
   split = {1, 2, 4, 8, 16, 32},
   split_cost = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32},
   batch_rows = {1024, 2048, 4096, 8192, 16384, 32768},  -- the samples a chunk
+  -- wgmma, tiles of 128 outputs or fewer (not tf32x3): their stages, of
+  -- their own size in the same bytes (the stages' count: as before)
+  narrow_stages = {3, 4, 5, 6, 7, 8},
 }
 
 -- A split tile (wgmma: 64 rows x up to 128 outputs): its parts' sums, a
@@ -211,10 +214,21 @@ function M.variant(ctx, kind, weights, split_last)
   -- wgmma's tiles leave their sums in the stages for the epilogue (fp32,
   -- rows of BN + 8); after both, a stage's `full` mbarrier (8 bytes)
   local barriers
+  -- tiles of 128 outputs or fewer (a layer's narrow ones; tf32x3 stages
+  -- two parts, as wide): stages of their size, as many as the others'
+  -- bytes hold (more chunks ahead), with mbarriers of their own
+  local narrow
+  if wg and not x3 then
+    local fit = 4 * stages * (a_floats + b_floats) // (4 * (a_floats + bk * 128 * w_bytes // 4))
+    narrow = ctx.tune:dial(M.name, "narrow_stages", math.min(8, fit))
+    if narrow > fit then refuse(string.format("tune: gemm.narrow_stages=%d: %d fit", narrow, fit)) end
+    if narrow <= stages then narrow = nil end
+  end
   if wg then
     shared = math.max(shared, 4 * 32 * tallest * (BN + 8))
     barriers = shared
-    shared = shared + 8 * stages + 8  -- and the block's count of chunks staged
+    -- and the block's counts of chunks staged
+    shared = shared + 8 * stages + 8 * (narrow or 0) + 8
   end
   if shared > limit then return nil end
   return lib.variant(spec, {module = M.name, name = split_last and "gemm_b" .. split_last or "gemm",
@@ -228,6 +242,7 @@ function M.variant(ctx, kind, weights, split_last)
     layers = layers,
     x_stride = lib.round_up(D, 4), h_stride = lib.round_up(H, 4),
     gemm_bn = BN, gemm_bk = bk, gemm_stages = stages,
+    gemm_narrow_stages = narrow,  -- (wgmma) the stages of tiles of 128 outputs or fewer, if more
     gemm_parts = wg and parts or nil,  -- (wgmma) a block of the tiled weights' parts
     gemm_barriers = barriers,  -- (wgmma) the mbarriers' offset in shared memory
     -- wgmma reads the weights in its stage tiles (mma.lua's tiled copies)

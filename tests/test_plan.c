@@ -580,9 +580,9 @@ static void test_gemm_on_wgmma(void **state) {
       {"only=tiled:gemm,gemm.chunk=32",
        "tune: gemm.chunk=32 on wgmma (bf16 on sm_90a): its stages are the arrays' blocks of 64 inputs"},
       {"gemm.wgmma=1",
-       "tune: unknown dial gemm.wgmma (known: gemm.batch_rows, gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
+       "tune: unknown dial gemm.wgmma (known: gemm.batch_rows, gemm.chunk, gemm.narrow_stages, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
       {"gemm.n=256",
-       "tune: unknown dial gemm.n (known: gemm.batch_rows, gemm.chunk, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
+       "tune: unknown dial gemm.n (known: gemm.batch_rows, gemm.chunk, gemm.narrow_stages, gemm.per_sm, gemm.rows, gemm.split, gemm.split_cost)"},
   };
   for (size_t i = 0; i < COUNT(refused); ++i) expect_refused(&bf16, refused[i].tune, refused[i].message);
 }
