@@ -546,6 +546,12 @@ static void test_batch_file(void **state) {
   assert_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_cluster4_r2("));
   assert_null(strstr(r.out, "\nflow_d64_h256_s32_fp32_tiled("));
   cli_free(&r);
+  /* the command that regenerates the file names the arch-specific target */
+  r = flowgen("--arch sm_90a --precision bf16 --batch 8");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "//   flowgen --dim 64 --hidden 256 --steps 32 --solver euler "
+                                "--precision bf16 --arch sm_90a --batch 8\n"));
+  cli_free(&r);
   /* without --batch, every variant as before */
   r = flowgen("%s", "");
   assert_int_equal(r.code, 0);
