@@ -46,8 +46,9 @@ M.dials = {
   split_cost = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32},
   batch_rows = {1024, 2048, 4096, 8192, 16384, 32768},  -- the samples a chunk
   -- wgmma, tiles of 128 outputs or fewer (not tf32x3): their stages, of
-  -- their own size in the same bytes (the stages' count: as before)
-  narrow_stages = {3, 4, 5, 6, 7, 8},
+  -- their own size in the same bytes (4, or no more than the others':
+  -- the others' ring)
+  narrow_stages = {4, 5, 6, 7, 8},
 }
 
 -- A split tile (wgmma: 64 rows x up to 128 outputs): its parts' sums, a

@@ -433,6 +433,12 @@ static void test_gemm_on_wgmma(void **state) {
     assert_non_null(strstr(src, "constexpr int kBN = 256;  // outputs per tile"));
     assert_non_null(strstr(src, "constexpr int kPipe = 4;  // pipeline stages: kPipe - 2 loads in flight"));
     assert_non_null(strstr(src, "constexpr int kBK = 64;"));
+    /* a layer of tiles 128 outputs wide or fewer: six stages of 32 KB in
+     * the four of 48 KB, with their own mbarriers and count */
+    assert_non_null(strstr(src, "constexpr int kNarrowPipe = 6;"));
+    assert_non_null(strstr(src, "constexpr int kRing = kSmall ? kNarrowPipe : kPipe;"));
+    /* the last layer's grouped epilogue also where the tile passes OUT */
+    assert_non_null(strstr(src, "(c0 + kN <= OUT || is_ahead<Epilogue>::value)"));
     /* the hidden layers' epilogues a value each, stored 16 bytes at a time */
     assert_non_null(strstr(src, "hidden(at_act(params, kH1), kHChunks, [=](int r, int j, float acc) {"));
     assert_non_null(strstr(src, "put_act16(epilogue.out + tile_act("));
@@ -562,7 +568,24 @@ static void test_gemm_on_wgmma(void **state) {
   assert_non_null(strstr(src, "for (int i = 0; i < kWN / 2; ++i) sum[i] += acc[i];"));
   assert_non_null(strstr(src, "v = pack_tiles<kHidden, kHidden, 128>(i - k_w2g,"));
   assert_non_null(strstr(src, "return low ? v - __uint_as_float(r) : __uint_as_float(r);"));
+  /* (tf32x3's stages hold two parts of 128 outputs: no narrow ring) */
+  assert_null(strstr(src, "kNarrowPipe"));
   flowgen_kernel_free(k);
+  /* gemm.narrow_stages: tf32's stages of 32 inputs hold six of 128
+   * outputs too; 4 (the others' count) is the others' ring, the same
+   * source as without the ring's code; more than fit is refused */
+  k = plan_of(&tf32, NULL);
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kNarrowPipe = 6;"));
+  flowgen_kernel_free(k);
+  k = plan_of(&tf32, "gemm.narrow_stages=5");
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kNarrowPipe = 5;"));
+  flowgen_kernel_free(k);
+  k = plan_of(&tf32, "gemm.narrow_stages=4");
+  assert_null(strstr(flowgen_kernel_source(k), "kNarrowPipe"));
+  assert_non_null(strstr(flowgen_kernel_source(k), "constexpr int kRing = kPipe;"));
+  flowgen_kernel_free(k);
+  expect_refused(&tf32, "gemm.narrow_stages=7", "tune: gemm.narrow_stages=7: 6 fit");
+  expect_refused(&tf32, "gemm.narrow_stages=3", "tune: gemm.narrow_stages=3 is not one of 4, 5, 6, 7, 8");
   /* mma.sync where wgmma does not serve */
   const flowgen_spec others[] = {spec_of(256, 2048, FLOWGEN_PRECISION_FP32, 90, false),
                                  spec_of(256, 2048, FLOWGEN_PRECISION_BF16, 90, false),
