@@ -82,11 +82,11 @@ static int cache_warm(int argc, char **argv, const char *dir) {
     return fg_cli_fail(&err);
   char symbol[FLOWGEN_NAME_MAX + 64];
   flowgen_spec_symbol(&spec, symbol, sizeof symbol);
-  char batch[48] = "";
+  char arch[16], batch[48] = "";
+  flowgen_spec_arch_name(&spec, arch, sizeof arch);
   if (opts.part == FLOWGEN_PART_BATCH)
     snprintf(batch, sizeof batch, ", batch %lld", (long long)opts.batch);
-  printf("%s for sm_%d%s: %s\n", symbol, spec.arch, batch,
-         was_cached ? "already cached" : "compiled and cached");
+  printf("%s for %s%s: %s\n", symbol, arch, batch, was_cached ? "already cached" : "compiled and cached");
   return 0;
 }
 

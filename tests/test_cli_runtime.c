@@ -1182,6 +1182,12 @@ static void test_cache_warm_batch(void **state) {
   expect_usage_error(WARM " --batch", "--batch", "needs a batch size");
   expect_usage_error(WARM " --batch 1099511627777", "--batch", "out of range");
   assert_int_equal(fg_test_count_entries(f->cache), WARM_PARTS);
+  /* the arch-specific target is named as given; the runtime builds sm_90
+   * as sm_90a, so its entries are those above */
+  assert_int_equal(flowgen(&out, &err, "cache warm --arch sm_90a --dim 4 --steps 2 --batch 1"), 0);
+  assert_non_null(strstr(out, "flow_d4_h16_s2_fp32 for sm_90a, batch 1: already cached"));
+  free(out);
+  free(err);
 }
 
 /* cache warm takes the planner's overrides as a sampler does: a tuned
