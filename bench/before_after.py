@@ -11,11 +11,29 @@ exit status: 0 when no point is slower beyond the limit, 1 otherwise,
 import json
 import sys
 
+FIELDS = ("dim", "hidden", "steps", "batch", "median_us")
+
+
+def fail(message):
+    print(f"before_after.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
 
 def load(paths):
     runs = {}
     for path in paths:
-        for r in json.load(open(path))["results"]:
+        try:
+            with open(path) as f:
+                results = json.load(f)["results"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            fail(f"{path}: not a bench --json file ({e})")
+        for r in results:
+            missing = [k for k in FIELDS if not isinstance(r, dict) or k not in r]
+            if missing:
+                fail(f"{path}: a result without '{missing[0]}'")
+            m = r["median_us"]
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+                fail(f"{path}: median_us {m!r} is not a time")
             key = (r["dim"], r["hidden"], r["steps"], r.get("precision", "fp32"), r["batch"])
             runs.setdefault(key, []).append(r)
     return runs
@@ -26,19 +44,23 @@ def main():
     limit, markdown = 3.0, False
     if "--limit" in argv:
         i = argv.index("--limit")
-        limit = float(argv[i + 1])
+        try:
+            limit = float(argv[i + 1])
+        except (IndexError, ValueError):
+            fail("--limit needs a number of percent")
         del argv[i:i + 2]
     if "--markdown" in argv:
         markdown = True
         argv.remove("--markdown")
     if "--" not in argv:
-        sys.exit(__doc__)
-    cut = argv.index("--")
-    try:
-        before, after = load(argv[:cut]), load(argv[cut + 1:])
-    except (OSError, ValueError, KeyError) as e:
-        print(f"before_after.py: {e}", file=sys.stderr)
+        print(__doc__, file=sys.stderr)
         sys.exit(2)
+    cut = argv.index("--")
+    if cut == 0 or cut == len(argv) - 1:
+        fail("needs BEFORE.json... -- AFTER.json..., a file on each side")
+    before, after = load(argv[:cut]), load(argv[cut + 1:])
+    if not set(before) & set(after):
+        fail("no point timed on both sides")
     sep = " | " if markdown else "  "
     if markdown:
         print("| D, H, S | precision | B | before µs | after µs | after/before | spread before | spread after | strategy |")
@@ -52,7 +74,7 @@ def main():
         ratio = min(a) / min(b)
         d, h, s, p, batch = key
         row = [f"{d},{h},{s}", p, str(batch), f"{min(b):.2f}", f"{min(a):.2f}", f"{ratio:.3f}",
-               f"{spread_b:.1f}%", f"{spread_a:.1f}%", after[key][0]["strategy"]]
+               f"{spread_b:.1f}%", f"{spread_a:.1f}%", after[key][0].get("strategy", "?")]
         print(("| " if markdown else "") + sep.join(row) + (" |" if markdown else ""))
         if ratio > 1 + limit / 100:
             slower.append(row)

@@ -1,6 +1,7 @@
 """bench/compare.py, the sweep's verdict against PyTorch: ratios, the
 points where flowgen is slower, the share of PyTorch's plain GEMM
-(--peak), and its exit codes on bad input.  No GPU, no torch."""
+(--peak), and its exit codes on bad input; bench/before_after.py, the
+verdict between two builds; bench/ncu_hot.py.  No GPU, no torch."""
 import json
 import os
 import subprocess
@@ -117,3 +118,70 @@ def test_ncu_hot_names_the_columns_it_lacks(tmp_path):
     missing = hot(tmp_path / "missing.csv")
     assert missing.returncode == 1
     assert missing.stderr.strip() == f"{tmp_path / 'missing.csv'}: No such file or directory"
+
+
+BEFORE_AFTER = os.path.join(ROOT, "bench", "before_after.py")
+
+
+def before_after(*args):
+    return subprocess.run([sys.executable, BEFORE_AFTER, *map(str, args)], capture_output=True, text=True)
+
+
+def runs(tmp_path, name, medians):
+    """A bench --json file of one run: {(batch): median_us}."""
+    return write(tmp_path, name, [point(b, median_us=m, strategy="gemm") for b, m in medians.items()])
+
+
+def test_before_after_takes_each_sides_best_run(tmp_path):
+    b1 = runs(tmp_path, "b1.json", {4096: 100.0, 65536: 1000.0})
+    b2 = runs(tmp_path, "b2.json", {4096: 102.0, 65536: 990.0})
+    a1 = runs(tmp_path, "a1.json", {4096: 90.0, 65536: 1010.0})
+    a2 = runs(tmp_path, "a2.json", {4096: 95.0, 65536: 1015.0})
+    done = before_after(b1, b2, "--", a1, a2)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("256,2048,16")]
+    # (the best of each side: 90 against 100, 1010 against 990; the
+    # spreads between a side's runs)
+    assert rows == [["256,2048,16", "bf16", "4096", "100.00", "90.00", "0.900", "2.0%", "5.6%", "gemm"],
+                    ["256,2048,16", "bf16", "65536", "990.00", "1010.00", "1.020", "1.0%", "0.5%", "gemm"]]
+    assert "2 points; 0 slower by more than 3.0%" in done.stdout
+
+
+def test_before_after_names_the_slower_points(tmp_path):
+    b = runs(tmp_path, "b.json", {4096: 100.0, 65536: 1000.0})
+    a = runs(tmp_path, "a.json", {4096: 104.0, 65536: 1000.0})
+    done = before_after(b, "--", a)
+    assert done.returncode == 1
+    assert "2 points; 1 slower by more than 3.0%:" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].split()[:3] == ["256,2048,16", "bf16", "4096"]
+    # (within a wider limit, none)
+    assert before_after(b, "--", a, "--limit", "5").returncode == 0
+    table = before_after(b, "--", a, "--limit", "5", "--markdown").stdout.splitlines()
+    assert table[0].startswith("| D, H, S | precision | B |")
+    assert table[2] == "| 256,2048,16 | bf16 | 4096 | 100.00 | 104.00 | 1.040 | 0.0% | 0.0% | gemm |"
+
+
+def test_before_after_refuses_bad_input(tmp_path):
+    good = runs(tmp_path, "good.json", {4096: 100.0})
+    other = write(tmp_path, "other.json", [dict(point(4096, median_us=1.0), dim=64)])
+    no_median = write(tmp_path, "no_median.json", [point(4096, strategy="gemm")])
+    bad_median = write(tmp_path, "bad_median.json", [point(4096, median_us="fast")])
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{")
+    cases = [
+        ([good, good], "usage:"),
+        ([good, "--"], "a file on each side"),
+        (["--", good], "a file on each side"),
+        ([good, "--", good, "--limit"], "--limit needs a number"),
+        ([good, "--", good, "--limit", "x"], "--limit needs a number"),
+        ([good, "--", tmp_path / "none.json"], "none.json: not a bench --json file"),
+        ([good, "--", not_json], "not.json: not a bench --json file"),
+        ([good, "--", no_median], "no_median.json: a result without 'median_us'"),
+        ([good, "--", bad_median], "bad_median.json: median_us 'fast' is not a time"),
+        ([good, "--", other], "no point timed on both sides"),
+    ]
+    for args, message in cases:
+        done = before_after(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
