@@ -37,7 +37,9 @@
 #   compare    the same points timed by $BEFORE (another build's bench) and
 #              by build/bench, interleaved; bench/before_after.py prints the
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
-#              BENCH_TUNE applies to both)
+#              BENCH_TUNE applies to all).  ALSO="name=path ...": more
+#              builds' bench in the same rounds, each against BEFORE and
+#              build/bench against each
 #   startup    `flowgen sample -v` cold (flowgen's cache and the driver's,
 #              which NVRTC reads and fills too, both empty) and warm at B =
 #              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
@@ -255,12 +257,23 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
     shapes=${COMPARE_SHAPES:-"64,256,32;16,64,32;32,128,32;128,512,16"}
     batches=${COMPARE_BATCHES:-1,8,64,512,4096,65536,1048576}
     precisions=${COMPARE_PRECISIONS:-fp32,tf32,bf16,fp16}
+    also=""
+    for b in ${ALSO:-}; do
+      case ${b%%=*} in
+        before | after | "" | *[!a-z0-9_]*)
+          echo "device_round.sh: ALSO: '$b' is not name=path (a name of a-z, 0-9 and _, not before or after)" >&2
+          exit 2 ;;
+      esac
+      [ -x "${b#*=}" ] || { echo "device_round.sh: ALSO: ${b%%=*}: no program ${b#*=}" >&2; exit 2; }
+      also="$also ${b%%=*}"
+    done
     # Each program twice, interleaved: a point's spread between the two
     # runs of one program says what a difference between programs means.
     for round in 1 2; do
-      for who in before after; do
+      for who in before $also after; do
         prog=build/bench
-        [ $who = before ] && prog=$BEFORE
+        [ "$who" = before ] && prog=$BEFORE
+        for b in ${ALSO:-}; do [ "${b%%=*}" = "$who" ] && prog=${b#*=}; done
         # shellcheck disable=SC2086 # $tune, $cachedir: empty or one option
         "$prog" $tune $cachedir --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
           --batches "$batches" --json "$out/compare-$who-$round.json" > "$out/compare-$who-$round.txt" 2>&1 \
@@ -269,7 +282,15 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
       done
     done
     python3 bench/before_after.py "$out"/compare-before-*.json -- "$out"/compare-after-*.json \
-      | tee "$out/compare.txt" | tail -n 25 ;;
+      | tee "$out/compare.txt" | tail -n 25
+    for who in $also; do
+      echo "== $who against before"
+      python3 bench/before_after.py "$out"/compare-before-*.json -- "$out/compare-$who"-*.json \
+        | tee "$out/compare-$who.txt" | tail -n 25
+      echo "== after against $who"
+      python3 bench/before_after.py "$out/compare-$who"-*.json -- "$out"/compare-after-*.json \
+        | tee "$out/compare-after-$who.txt" | tail -n 25
+    done ;;
   startup)
     for who in before after; do
       prog=build/flowgen
