@@ -23,25 +23,48 @@
 #   BEFORE=$PWD/DIR/before/bench BEFORE_CACHE_DIR=$PWD/DIR/before/cache \
 #   FLOWGEN_CACHE_TRUST=any BENCH_CACHE_DIR=$PWD/DIR/cache sh bench/device_round.sh sweep
 #
-# usage: sh bench/device_pack.sh DIR [--warm] [--before REV]
+# --also NAME=REV (again for more): a third build (and fourth...) for
+# `device_round.sh compare`'s ALSO, built so in DIR/NAME/bench, its kernels
+# warmed into DIR/cache beside this build's (a kernel's key is its source:
+# the builds' never collide).  Before, after and one more in one run:
+#
+#   BEFORE=$PWD/DIR/before/bench BEFORE_CACHE_DIR=$PWD/DIR/before/cache \
+#   ALSO="NAME=$PWD/DIR/NAME/bench" FLOWGEN_CACHE_TRUST=any \
+#   BENCH_CACHE_DIR=$PWD/DIR/cache sh bench/device_round.sh compare
+#
+# exit status: 0 packed, 1 a build failed, 2 a bad argument.
+# usage: sh bench/device_pack.sh DIR [--warm] [--before REV] [--also NAME=REV]...
 set -eu
-usage() { echo "usage: sh bench/device_pack.sh DIR [--warm] [--before REV]" >&2; exit 2; }
+usage() { echo "usage: sh bench/device_pack.sh DIR [--warm] [--before REV] [--also NAME=REV]..." >&2; exit 2; }
 [ $# -ge 1 ] || usage
 dir=$1
 shift
-warm="" before=""
+warm="" before="" also=""
 while [ $# -gt 0 ]; do
   case $1 in
     --warm) warm=1 ;;
     --before) [ $# -ge 2 ] || usage; before=$2; shift ;;
+    --also)
+      [ $# -ge 2 ] || usage
+      case ${2%%=*} in
+        before | after | build | cache | "" | *[!a-z0-9_]*)
+          echo "device_pack.sh: --also: '$2' is not NAME=REV (a NAME of a-z, 0-9 and _, not before, after, build or cache)" >&2
+          exit 2 ;;
+      esac
+      case $2 in *=?*) ;; *) echo "device_pack.sh: --also: '$2' names no commit" >&2; exit 2 ;; esac
+      for a in $also; do
+        [ "${a%%=*}" != "${2%%=*}" ] || { echo "device_pack.sh: --also: '${2%%=*}' twice" >&2; exit 2; }
+      done
+      also="$also $2"
+      shift ;;
     *) usage ;;
   esac
   shift
 done
-if [ -n "$before" ]; then
-  git rev-parse --verify --quiet "$before^{commit}" > /dev/null \
-    || { echo "device_pack.sh: --before: no commit '$before'" >&2; exit 2; }
-fi
+for rev in ${before:+"--before=$before"} $also; do
+  git rev-parse --verify --quiet "${rev#*=}^{commit}" > /dev/null \
+    || { echo "device_pack.sh: ${rev%%=*}: no commit '${rev#*=}'" >&2; exit 2; }
+done
 shapes=${SWEEP_SHAPES:-"32,512,4;256,1024,16;1024,1024,16;256,2048,16;1024,4096,4;157,2150,4;469,3111,8;66,636,4"}
 # warm_cache FLOWGEN CACHE: every shape in every precision into CACHE
 warm_cache() {
@@ -70,15 +93,25 @@ for f in "$dir/build/flowgen" "$dir/build/bench" "$dir/build/sanitize" "$dir"/bu
 done
 touch -r build/libflowgen.a "$dir/build/libflowgen.a"
 [ -n "$warm" ] && warm_cache build/flowgen "$dir/cache"
-if [ -n "$before" ]; then
-  src=$(mktemp -d "${TMPDIR:-/tmp}/before.XXXXXX")
-  trap 'git worktree remove --force "$src" 2> /dev/null; rm -rf "$src" "$src.log"' EXIT
-  git worktree add --detach --force "$src" "$before" > /dev/null
+# another_build NAME REV CACHE: REV built in a git worktree (removed after),
+# its bench in DIR/NAME/bench, its kernels warmed into CACHE (with --warm)
+src=""
+trap 'if [ -n "$src" ]; then git worktree remove --force "$src" 2> /dev/null; rm -rf "$src" "$src.log"; fi' EXIT
+another_build() {
+  src=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  git worktree add --detach --force "$src" "$2" > /dev/null
   make -C "$src" -j"$(nproc)" all > "$src.log" 2>&1 || { tail -n 20 "$src.log"; exit 1; }
-  rm -rf "$dir/before"
-  mkdir -p "$dir/before"
-  cp "$src/build/bench" "$dir/before/bench"
-  strip "$dir/before/bench"
-  warm_cache "$src/build/flowgen" "$dir/before/cache"
-fi
+  rm -rf "${dir:?}/$1"
+  mkdir -p "$dir/$1"
+  cp "$src/build/bench" "$dir/$1/bench"
+  strip "$dir/$1/bench"
+  [ -n "$warm" ] && warm_cache "$src/build/flowgen" "$3"
+  git worktree remove --force "$src"
+  rm -rf "$src" "$src.log"
+  src=""
+}
+[ -n "$before" ] && another_build before "$before" "$dir/before/cache"
+for a in $also; do
+  another_build "${a%%=*}" "${a#*=}" "$dir/cache"
+done
 du -sh "$dir"

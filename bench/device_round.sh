@@ -39,7 +39,9 @@
 #              ratios (COMPARE_SHAPES, COMPARE_BATCHES, COMPARE_PRECISIONS;
 #              BENCH_TUNE applies to all).  ALSO="name=path ...": more
 #              builds' bench in the same rounds, each against BEFORE and
-#              build/bench against each
+#              build/bench against each.  BENCH_CACHE_DIR serves them all,
+#              BEFORE_CACHE_DIR (if given) BEFORE (device_pack.sh --before
+#              and --also pack them so)
 #   startup    `flowgen sample -v` cold (flowgen's cache and the driver's,
 #              which NVRTC reads and fills too, both empty) and warm at B =
 #              8, 1000 and 65536, by $BEFORE_FLOWGEN (another build's
@@ -271,11 +273,15 @@ print(";".join("%d,%d,%d" % (r.randint(1, 1024), r.randint(512, 4096), r.choice(
     # runs of one program says what a difference between programs means.
     for round in 1 2; do
       for who in before $also after; do
-        prog=build/bench
-        [ "$who" = before ] && prog=$BEFORE
+        prog=build/bench dirs=$cachedir
+        if [ "$who" = before ]; then
+          prog=$BEFORE
+          # (its kernels from BEFORE_CACHE_DIR where given, as the sweep's)
+          [ -n "${BEFORE_CACHE_DIR:-}" ] && dirs="--cache-dir $BEFORE_CACHE_DIR"
+        fi
         for b in ${ALSO:-}; do [ "${b%%=*}" = "$who" ] && prog=${b#*=}; done
-        # shellcheck disable=SC2086 # $tune, $cachedir: empty or one option
-        "$prog" $tune $cachedir --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
+        # shellcheck disable=SC2086 # $tune, $dirs: empty or one option
+        "$prog" $tune $dirs --quick --no-startup --no-baseline --precisions "$precisions" --shapes "$shapes" \
           --batches "$batches" --json "$out/compare-$who-$round.json" > "$out/compare-$who-$round.txt" 2>&1 \
           || { status=1; tail -n 5 "$out/compare-$who-$round.txt"; }
         "$pack"  # a compare cut short keeps the runs done

@@ -1,11 +1,14 @@
 """bench/compare.py, the sweep's verdict against PyTorch: ratios, the
 points where flowgen is slower, the share of PyTorch's plain GEMM
 (--peak), and its exit codes on bad input; bench/before_after.py, the
-verdict between two builds; bench/ncu_hot.py.  No GPU, no torch."""
+verdict between two builds; bench/ncu_hot.py; bench/device_pack.sh's
+refusals and the runs of device_round.sh compare.  No GPU, no torch."""
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -185,3 +188,60 @@ def test_before_after_refuses_bad_input(tmp_path):
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+# bench/device_pack.sh and device_round.sh compare: the device round's
+# packing and its interleaved timing of several builds.
+PACK = os.path.join(ROOT, "bench", "device_pack.sh")
+
+
+def test_device_pack_refuses_bad_arguments(tmp_path):
+    """Each mistake exits 2 naming it, before anything is built or written."""
+    if not os.path.exists(os.path.join(ROOT, ".git")):
+        pytest.skip("device_pack.sh builds commits: needs the git checkout")
+    out = tmp_path / "pack"
+    cases = [
+        ([], "usage:"),
+        (["--bogus"], "usage:"),
+        (["--also"], "usage:"),
+        (["--also", "Bad=HEAD"], "'Bad=HEAD' is not NAME=REV"),
+        (["--also", "cache=HEAD"], "'cache=HEAD' is not NAME=REV"),
+        (["--also", "x"], "'x' names no commit"),
+        (["--also", "x=no-such-commit"], "x: no commit 'no-such-commit'"),
+        (["--also", "x=HEAD", "--also", "x=HEAD"], "'x' twice"),
+        (["--before", "no-such-commit"], "--before: no commit 'no-such-commit'"),
+    ]
+    for args, message in cases:
+        done = subprocess.run(["sh", PACK, *([str(out)] if args else []), *args], cwd=ROOT,
+                              capture_output=True, text=True)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+        assert not out.exists()
+
+
+def test_compare_gives_each_build_its_cache(tmp_path):
+    """compare runs BEFORE, each ALSO build and build/bench twice,
+    interleaved; BEFORE reads BEFORE_CACHE_DIR where given, the others
+    BENCH_CACHE_DIR (stand-in bench programs that log their arguments)."""
+    log = tmp_path / "args.txt"
+    os.symlink(os.path.join(ROOT, "bench"), tmp_path / "bench")
+    (tmp_path / "build").mkdir()
+    progs = {}
+    for who in ("before", "third", "after"):
+        prog = tmp_path / ("build/bench" if who == "after" else who)
+        prog.write_text('#!/bin/sh\necho "%s $*" >> "%s"\nexit 1\n' % (who, log))
+        prog.chmod(0o755)
+        progs[who] = str(prog)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), BEFORE=progs["before"], ALSO="third=" + progs["third"],
+               BENCH_CACHE_DIR="/k/all", BEFORE_CACHE_DIR="/k/before", COMPARE_SHAPES="64,256,32",
+               COMPARE_BATCHES="8", COMPARE_PRECISIONS="bf16")
+    done = subprocess.run(["sh", "bench/device_round.sh", "compare"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode != 0  # (the stand-ins time nothing)
+    runs = [line.split()[:3] for line in log.read_text().splitlines()]
+    assert runs == [["before", "--cache-dir", "/k/before"], ["third", "--cache-dir", "/k/all"],
+                    ["after", "--cache-dir", "/k/all"]] * 2
+    log.unlink()
+    del env["BEFORE_CACHE_DIR"]
+    subprocess.run(["sh", "bench/device_round.sh", "compare"], cwd=tmp_path, env=env, capture_output=True)
+    assert [line.split()[:3] for line in log.read_text().splitlines()][0] == ["before", "--cache-dir", "/k/all"]
