@@ -96,7 +96,11 @@ touch -r build/libflowgen.a "$dir/build/libflowgen.a"
 # another_build NAME REV CACHE: REV built in a git worktree (removed after),
 # its bench in DIR/NAME/bench, its kernels warmed into CACHE (with --warm)
 src=""
-trap 'if [ -n "$src" ]; then git worktree remove --force "$src" 2> /dev/null; rm -rf "$src" "$src.log"; fi' EXIT
+drop_worktree() {
+  if [ -n "$src" ]; then git worktree remove --force "$src" 2> /dev/null; rm -rf "$src" "$src.log"; fi
+  src=""
+}
+trap drop_worktree EXIT
 another_build() {
   src=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
   git worktree add --detach --force "$src" "$2" > /dev/null
@@ -106,9 +110,7 @@ another_build() {
   cp "$src/build/bench" "$dir/$1/bench"
   strip "$dir/$1/bench"
   [ -n "$warm" ] && warm_cache "$src/build/flowgen" "$3"
-  git worktree remove --force "$src"
-  rm -rf "$src" "$src.log"
-  src=""
+  drop_worktree
 }
 [ -n "$before" ] && another_build before "$before" "$dir/before/cache"
 for a in $also; do
